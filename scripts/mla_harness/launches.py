@@ -1,0 +1,168 @@
+"""Count what a call does on the device: Triton launches, torch ops, syncs, bytes.
+
+Works the same on CPU (Triton interpreter) and GPU, so launch counts measured
+in CI are the counts a GPU would see:
+
+- ``triton``: launches of ``@triton.jit`` kernels (``kernel[grid](...)``), by name;
+- ``torch``: aten ops that run a device kernel, i.e. not views and not bare
+  allocations (``empty``), on device tensors;
+- ``launches``: the two together: what a GPU would launch;
+- ``syncs``: device-to-host reads (``.item()``, ``.tolist()``) of device tensors;
+- ``alloc_bytes`` / ``allocs``: fresh device storage created during the call.
+
+"Device tensor" means ``tensor.device.type == "cuda"`` on a GPU. On CPU every
+tensor is a CPU tensor, so the harness marks the host-side ones (``seq_lens_cpu``
+and what is computed from them only) with ``mark_host``; the rest stand for
+device tensors.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+ALLOCATION_ONLY = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
+HOST_READS = {"_local_scalar_dense", "item"}
+
+
+@dataclass
+class Counts:
+    triton: collections.Counter = field(default_factory=collections.Counter)
+    torch: collections.Counter = field(default_factory=collections.Counter)
+    syncs: int = 0
+    allocs: int = 0
+    alloc_bytes: int = 0
+
+    @property
+    def launches(self) -> int:
+        return sum(self.triton.values()) + sum(self.torch.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "launches": self.launches,
+            "triton": dict(self.triton),
+            "torch": dict(self.torch),
+            "syncs": self.syncs,
+            "allocs": self.allocs,
+            "alloc_bytes": self.alloc_bytes,
+        }
+
+
+# data_ptr -> tensor: holding the tensor keeps its address from being reused.
+_host_storages: dict[int, torch.Tensor] = {}
+
+
+def mark_host(*tensors: torch.Tensor) -> None:
+    """Declare CPU tensors that stand for host memory (CPU runs only)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+            _host_storages[t.untyped_storage().data_ptr()] = t
+
+
+def _is_device(t: torch.Tensor) -> bool:
+    if t.device.type == "cuda":
+        return True
+    if t.device.type != "cpu" or torch.cuda.is_available():
+        return False
+    return t.untyped_storage().data_ptr() not in _host_storages
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self, counts: Counts):
+        super().__init__()
+        self.counts = counts
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if _inside_kernel:
+            return out  # the interpreter's own tensor work is part of the launch
+        inputs = _tensors((args, kwargs))
+        outputs = _tensors(out)
+        name = func.overloadpacket.__name__
+        on_device = any(_is_device(t) for t in inputs) or (
+            not inputs and any(_is_device(t) for t in outputs)
+        )
+        if not on_device:
+            if outputs and inputs:
+                mark_host(*outputs)  # derived from host data only
+            return out
+        if name in HOST_READS:
+            self.counts.syncs += 1
+            return out
+        fresh = self._fresh_outputs(func, inputs, outputs)
+        for t in fresh:
+            self.counts.allocs += 1
+            self.counts.alloc_bytes += t.untyped_storage().nbytes()
+        if not func.is_view and name not in ALLOCATION_ONLY and outputs:
+            self.counts.torch[name] += 1
+        return out
+
+    @staticmethod
+    def _fresh_outputs(func, inputs, outputs):
+        if func.is_view:
+            return []
+        known = {t.untyped_storage().data_ptr() for t in inputs}
+        seen, fresh = set(), []
+        for t in outputs:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr not in known and ptr not in seen and t.untyped_storage().nbytes():
+                seen.add(ptr)
+                fresh.append(t)
+        return fresh
+
+
+_active: list[Counts] = []
+_patched = False
+_inside_kernel = 0
+
+
+def _install_triton_hook() -> None:
+    """Count ``kernel[grid](...)`` launches of JIT and interpreted kernels alike."""
+    global _patched
+    if _patched:
+        return
+    from triton.runtime.jit import KernelInterface
+
+    original = KernelInterface.__getitem__
+
+    def __getitem__(self, grid):
+        launch = original(self, grid)
+        name = getattr(getattr(self, "fn", None), "__name__", type(self).__name__)
+
+        def counted(*args, **kwargs):
+            global _inside_kernel
+            for counts in _active:
+                counts.triton[name] += 1
+            _inside_kernel += 1
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                _inside_kernel -= 1
+
+        return counted
+
+    KernelInterface.__getitem__ = __getitem__
+    _patched = True
+
+
+@contextlib.contextmanager
+def count_launches():
+    """``with count_launches() as c: ...`` then read ``c.launches`` etc."""
+    _install_triton_hook()
+    counts = Counts()
+    _active.append(counts)
+    try:
+        with _OpCounter(counts):
+            yield counts
+    finally:
+        _active.remove(counts)

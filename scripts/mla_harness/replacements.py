@@ -1,0 +1,137 @@
+"""Everything the harness replaces, in one place, with the reason for each.
+
+The backend under test (``TRTLLMMLABackend``, ``TRTLLMMLAMultiStepDraftBackend``)
+and everything its metadata path calls run unmodified. Only what that path
+never calls is replaced, and only where it is absent:
+
+1. ``SGLANG_IS_FLASHINFER_AVAILABLE=false`` (when ``flashinfer`` is not
+   installed): keeps FlashInfer out of the import chain. The trtllm metadata
+   path builds its own block tables and never calls FlashInfer; the attention
+   kernel that does is not run here.
+2. FlashInfer's ``BatchMLAPagedAttentionWrapper`` and
+   ``BatchPrefillWithRaggedKVCacheWrapper`` (when undefined): the FlashInfer
+   parent's ``__init__`` constructs them; the trtllm path never uses them.
+   ``InertWrapper`` raises if anything calls it, so a test would fail loudly.
+3. ``sgl_kernel``, ``deep_gemm``, ``flash_mla`` (when not importable): CUDA-only
+   packages imported at module load on CUDA hosts, never called by the
+   metadata path. The stand-in module raises on any call for the same reason.
+4. On CPU only: factory calls with a hard-coded ``device="cuda"`` (the
+   FlashInfer parent's ``init_cuda_graph_state`` and the multi-step draft
+   backend's buffers) are redirected to the CPU, so the same code allocates
+   the same shapes and dtypes there.
+5. On CPU only: ``TRITON_INTERPRET=1``, so the real Triton kernels run in
+   Triton's interpreter. It must be set before ``triton`` is imported.
+6. The attention tensor-parallel group: a single-process stand-in exposing
+   ``world_size`` (the backend reads only the attention TP size); this is the
+   state ``initialize_model_parallel`` would leave behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import types
+from types import SimpleNamespace
+
+CUDA_ONLY_MODULES = ("sgl_kernel", "deep_gemm", "flash_mla")
+WRAPPER_NAMES = ("BatchMLAPagedAttentionWrapper", "BatchPrefillWithRaggedKVCacheWrapper")
+
+
+def cuda_visible() -> bool:
+    """True when a CUDA device can be used (checked without importing triton)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def prepare_environment(use_cuda: bool) -> None:
+    """Replacements 1, 3 and 5: must run before sglang (and triton) import."""
+    if importlib.util.find_spec("flashinfer") is None:
+        os.environ["SGLANG_IS_FLASHINFER_AVAILABLE"] = "false"
+    if not use_cuda:
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("TRITON_INTERPRET=1 must be set before triton loads")
+        os.environ["TRITON_INTERPRET"] = "1"
+    for name in CUDA_ONLY_MODULES:
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            sys.modules[name] = _absent_module(name)
+
+
+def _absent_module(name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = f"<absent {name}>"
+    module.__path__ = []  # importable as a package: ``from sgl_kernel.x import y``
+
+    def __getattr__(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _NeverCalled(f"{name}.{attr}")
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+class _NeverCalled:
+    """Stands for an attribute of an absent module; calling it is a test failure."""
+
+    def __init__(self, qualname: str):
+        self._qualname = qualname
+
+    def __call__(self, *args, **kwargs):
+        raise AssertionError(f"{self._qualname} was called: the path under test uses it")
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _NeverCalled(f"{self._qualname}.{attr}")
+
+
+class InertWrapper:
+    """Replacement 2: constructed by the FlashInfer parent, never used by trtllm."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __getattr__(self, attr: str):
+        raise AssertionError(f"FlashInfer wrapper .{attr} used by the trtllm path")
+
+
+def install_flashinfer_wrappers() -> None:
+    """Replacement 2, into the FlashInfer MLA module where FlashInfer is absent."""
+    from sglang.srt.layers.attention import flashinfer_mla_backend as parent
+
+    for name in WRAPPER_NAMES:
+        if not hasattr(parent, name):
+            setattr(parent, name, InertWrapper)
+
+
+def install_attention_tp(world_size: int) -> None:
+    """Replacement 6: the attention TP group of a single process."""
+    from sglang.srt.distributed import parallel_state
+
+    parallel_state._ATTN_TP = SimpleNamespace(
+        world_size=world_size, rank_in_group=0, rank=0
+    )
+
+
+@contextlib.contextmanager
+def cuda_factories_on_cpu(use_cuda: bool):
+    """Replacement 4: redirect hard-coded ``device="cuda"`` factories on CPU."""
+    if use_cuda:
+        yield
+        return
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class _CudaToCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = kwargs.get("device")
+            if device is not None and torch.device(device).type == "cuda":
+                kwargs = {**kwargs, "device": "cpu"}
+            return func(*args, **kwargs)
+
+    with _CudaToCpu():
+        yield

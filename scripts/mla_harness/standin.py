@@ -1,0 +1,132 @@
+"""A minimal ModelRunner stand-in and the real backends built on it.
+
+Modelled on SGLang's own backend tests: a ``SimpleNamespace`` runner that holds
+what the backends' constructors read (model config, KV-cache dtype, page size,
+``req_to_token`` pool, server args). The backends themselves are SGLang's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+
+
+@dataclass(frozen=True)
+class MLAModel:
+    """Attention shape of an MLA model (defaults: DeepSeek-V3 / Kimi-K2 at TP 4)."""
+
+    num_attention_heads: int = 64
+    attention_tp_size: int = 4
+    kv_lora_rank: int = 512
+    qk_nope_head_dim: int = 128
+    qk_rope_head_dim: int = 64
+    v_head_dim: int = 128
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one set of backends is built for."""
+
+    page_size: int = 64
+    context_len: int = 4096
+    max_bs: int = 8
+    steps: int = 3
+    topk: int = 1
+    draft_tokens: int = 4
+    pool_size: int = 0  # req_to_token rows; 0: max_bs + 4
+    kv_dtype: torch.dtype = torch.bfloat16
+    model: MLAModel = MLAModel()
+
+    @property
+    def rows(self) -> int:
+        return self.pool_size or self.max_bs + 4
+
+
+def model_config(setup: Setup) -> SimpleNamespace:
+    m = setup.model
+    return SimpleNamespace(
+        context_len=setup.context_len,
+        num_attention_heads=m.num_attention_heads,
+        get_num_kv_heads=lambda tp_size: 1,
+        kv_lora_rank=m.kv_lora_rank,
+        qk_nope_head_dim=m.qk_nope_head_dim,
+        qk_rope_head_dim=m.qk_rope_head_dim,
+        v_head_dim=m.v_head_dim,
+        scaling=1.0 / math.sqrt(m.qk_nope_head_dim + m.qk_rope_head_dim),
+    )
+
+
+def server_args(setup: Setup) -> SimpleNamespace:
+    return SimpleNamespace(
+        page_size=setup.page_size,
+        speculative_num_steps=setup.steps,
+        speculative_eagle_topk=setup.topk,
+        speculative_num_draft_tokens=setup.draft_tokens,
+        disable_chunked_prefix_cache=True,
+        disaggregation_mode="null",
+        flashinfer_mla_disable_ragged=False,
+        use_mla_backend=True,
+    )
+
+
+def req_to_token_pool(setup: Setup, device: str, seed: int) -> SimpleNamespace:
+    """A pool whose rows map token positions to shuffled, page-aligned KV slots.
+
+    Like SGLang's paged allocator, each request owns whole pages, in no order,
+    so a block table built from it is a permutation a wrong index would expose.
+    """
+    pages_per_row = math.ceil(setup.context_len / setup.page_size)
+    gen = torch.Generator().manual_seed(seed)
+    pages = torch.randperm(setup.rows * pages_per_row, generator=gen) + 1
+    pages = pages.view(setup.rows, pages_per_row)
+    offsets = torch.arange(setup.page_size)
+    slots = (pages[:, :, None] * setup.page_size + offsets).flatten(1)
+    table = slots[:, : setup.context_len].to(torch.int32).contiguous()
+    return SimpleNamespace(size=setup.rows, req_to_token=table.to(device))
+
+
+def model_runner(setup: Setup, device: str, seed: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(
+        model_config=model_config(setup),
+        kv_cache_dtype=setup.kv_dtype,
+        dtype=torch.bfloat16,
+        page_size=setup.page_size,
+        device=device,
+        req_to_token_pool=req_to_token_pool(setup, device, seed),
+        server_args=server_args(setup),
+    )
+
+
+@dataclass
+class Backends:
+    """The three backends an EAGLE decode iteration uses, as SGLang builds them."""
+
+    runner: SimpleNamespace
+    draft: object  # TRTLLMMLAMultiStepDraftBackend (draft model, multi-step decode)
+    target: object  # TRTLLMMLABackend (target model: verify)
+    draft_extend: object  # TRTLLMMLABackend (draft model: draft extend)
+
+
+def build_backends(setup: Setup, device: str, seed: int = 0) -> Backends:
+    """Construct the real backends (sglang must already be importable)."""
+    from sglang.srt.layers.attention.trtllm_mla_backend import (
+        TRTLLMMLABackend,
+        TRTLLMMLAMultiStepDraftBackend,
+    )
+    from sglang.srt.server_args import set_global_server_args_for_scheduler
+
+    from . import replacements
+
+    runner = model_runner(setup, device, seed)
+    set_global_server_args_for_scheduler(runner.server_args)
+    replacements.install_attention_tp(setup.model.attention_tp_size)
+    replacements.install_flashinfer_wrappers()
+    use_cuda = torch.device(device).type == "cuda"
+    with replacements.cuda_factories_on_cpu(use_cuda):
+        draft = TRTLLMMLAMultiStepDraftBackend(runner, setup.topk, setup.steps)
+        target = TRTLLMMLABackend(runner)
+        draft_extend = TRTLLMMLABackend(runner, skip_prefill=False)
+    return Backends(runner, draft, target, draft_extend)
