@@ -1,0 +1,138 @@
+"""Command line: ``python3 -m sglpatch [--build DIR] [--patches DIR] COMMAND``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from sglpatch.errors import CheckFailed, UserError
+from sglpatch.layout import Layout
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one-line UserErrors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}")
+
+
+def _apply(layout: Layout, args: argparse.Namespace) -> int:
+    """apply: build the tree, or apply the series to a checkout."""
+    if args.sglang_dir:
+        from sglpatch.fork import apply_to_checkout
+
+        apply_to_checkout(layout, Path(args.sglang_dir), three_way=args.three_way)
+    else:
+        from sglpatch.queue import apply_series
+
+        apply_series(layout, args.source)
+    return 0
+
+
+def _export(layout: Layout, args: argparse.Namespace) -> int:
+    """export: rewrite patches/ from the build tree."""
+    from sglpatch.export import export_series
+
+    export_series(layout)
+    return 0
+
+
+def _check_patches(layout: Layout, args: argparse.Namespace) -> int:
+    """check-patches: patches/ must equal a fresh export."""
+    from sglpatch.export import check_patches
+
+    check_patches(layout)
+    return 0
+
+
+def _check_upstream(layout: Layout, args: argparse.Namespace) -> int:
+    """check-upstream: how the series fares on another release."""
+    from sglpatch.compat import check_upstream
+
+    print(check_upstream(layout, args.version))
+    return 0
+
+
+def _bundle(layout: Layout, args: argparse.Namespace) -> int:
+    """bundle: the offline bundle for GPU hosts."""
+    from sglpatch.bundle import make_bundle
+
+    make_bundle(layout)
+    return 0
+
+
+def _lint_patched(layout: Layout, args: argparse.Namespace) -> int:
+    """lint-patched: upstream's hooks on the files the series touches."""
+    from sglpatch.lint import lint_patched
+
+    return lint_patched(layout, Path(args.pre_commit))
+
+
+def _trees(layout: Layout, args: argparse.Namespace) -> int:
+    """trees: print the base and patched python/ roots."""
+    from sglpatch.trees import tree_paths
+
+    trees = tree_paths(layout.build)
+    print(f"base={trees.base}\npatched={trees.patched}")
+    return 0
+
+
+Handler = Callable[[Layout, argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand and option."""
+    parser = _Parser(prog="sglpatch", description=__doc__)
+    parser.add_argument("--build", help="build directory (default: <repo>/build)")
+    parser.add_argument("--patches", help="patch directory (default: <repo>/patches)")
+    parser.add_argument("--pin", help="pin file (default: <patches>/base.toml)")
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser
+    )
+    apply = _command(commands, "apply", _apply)
+    apply.add_argument(
+        "--source", default="wheel", help="base source: wheel (default) or git"
+    )
+    apply.add_argument(
+        "--sglang-dir", help="apply to this SGLang checkout on a new branch"
+    )
+    apply.add_argument("--three-way", action="store_true", help="allow a 3-way merge")
+    _command(commands, "export", _export)
+    _command(commands, "check-patches", _check_patches)
+    upstream = _command(commands, "check-upstream", _check_upstream)
+    upstream.add_argument("--version", required=True, help="release to check, X.Y.Z")
+    _command(commands, "bundle", _bundle)
+    lint = _command(commands, "lint-patched", _lint_patched)
+    lint.add_argument("--pre-commit", required=True, help="the pre-commit executable")
+    _command(commands, "trees", _trees)
+    return parser
+
+
+def _command(
+    commands: argparse._SubParsersAction, name: str, handler: Handler
+) -> _Parser:
+    """Add one subcommand run by ``handler``."""
+    sub = commands.add_parser(name, help=(handler.__doc__ or "").split(": ", 1)[-1])
+    sub.set_defaults(handler=handler)
+    return sub
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; user errors become one line on stderr."""
+    try:
+        args = build_parser().parse_args(argv)
+        layout = Layout.create(args.build, args.patches, args.pin)
+        return args.handler(layout, args)
+    except CheckFailed as exc:
+        print(f"sglpatch: {exc.one_line()}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return exc.exit_code
+    except UserError as exc:
+        print(f"sglpatch: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("sglpatch: interrupted", file=sys.stderr)
+        return 130

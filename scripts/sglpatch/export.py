@@ -1,0 +1,185 @@
+"""Export the build tree's commits as patches/, and check patches/ against that."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sglpatch import series as series_mod
+from sglpatch import stamp as stamp_mod
+from sglpatch.console import note
+from sglpatch.errors import CheckFailed, UserError
+from sglpatch.gitcmd import Git
+from sglpatch.layout import Layout
+from sglpatch.pin import load_pin
+from sglpatch.queue import BRANCH
+
+# Settings that could change format-patch output, pinned to git's defaults.
+_DIFF_CONFIG = (
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.renames=false",
+    "diff.relative=false",
+    "diff.algorithm=myers",
+    "diff.context=3",
+    "diff.interHunkContext=0",
+    "diff.suppressBlankEmpty=false",
+    "diff.external=",
+    "core.abbrev=12",
+    "i18n.logOutputEncoding=UTF-8",
+    "format.headers=",
+    "format.signature=",
+    "format.coverLetter=false",
+    "format.numbered=false",
+    "format.useAutoBase=false",
+    "format.signOff=false",
+    "format.notes=false",
+    "format.thread=false",
+    "format.encodeEmailHeaders=true",
+    "format.forceInBodyFrom=false",
+    "format.mboxrd=false",
+)
+_FORMAT_PATCH = (
+    "format-patch",
+    "--stdout",
+    "--no-numbered",
+    "--subject-prefix=PATCH",
+    "--zero-commit",
+    "--full-index",
+    "--binary",
+    "--no-signature",
+    "--no-stat",
+    "--no-renames",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-notes",
+    "--no-thread",
+    "--no-attach",
+    "--no-to",
+    "--no-cc",
+    "--no-add-header",
+    "--no-signoff",
+    "--encode-email-headers",
+    "--diff-algorithm=myers",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+)
+SLUG_MAX = 52
+
+
+def slug(subject: str) -> str:
+    """A file-name-safe form of a commit subject, as git format-patch makes it."""
+    text = re.sub(r"[^A-Za-z0-9._]+", "-", subject)
+    text = re.sub(r"\.\.+", ".", text).strip("-.")
+    return text[:SLUG_MAX].rstrip("-.") or "patch"
+
+
+def render(layout: Layout) -> dict[str, bytes]:
+    """File name -> bytes of each patch between the base tag and ``patched``."""
+    pin = load_pin(layout.pin_file)
+    git = _build_git(layout, pin.base_tag)
+    span = f"{pin.base_tag}..refs/heads/{BRANCH}"
+    if git.out("rev-list", "--merges", span):
+        raise UserError(
+            f"{layout.sglang}: branch {BRANCH} has merge commits; rebase them away"
+        )
+    patches: dict[str, bytes] = {}
+    commits = git.out("rev-list", "--reverse", "--topo-order", span).split()
+    for number, commit in enumerate(commits, 1):
+        subject = git.out("log", "-1", "--format=%s", commit)
+        name = f"{number:04d}-{slug(subject)}.patch"
+        patches[name] = git.run(*_format_options(), "-1", commit).stdout
+    return patches
+
+
+def _format_options() -> list[str]:
+    """``-c`` settings and the format-patch command with its fixed flags."""
+    options = [word for item in _DIFF_CONFIG for word in ("-c", item)]
+    return [*options, *_FORMAT_PATCH]
+
+
+def _build_git(layout: Layout, base_tag: str) -> Git:
+    """Git of the build tree; refuse when there is none to export from."""
+    git = Git(layout.sglang)
+    if not (layout.sglang / ".git").exists() or not git.rev(f"{base_tag}^{{commit}}"):
+        raise UserError(f"no build tree at {layout.sglang}: run `make apply` first")
+    if not git.rev(f"refs/heads/{BRANCH}"):
+        raise UserError(
+            f"{layout.sglang} has no branch {BRANCH}: run `make apply` first"
+        )
+    return git
+
+
+def export_series(layout: Layout) -> list[str]:
+    """Rewrite the patch files and series from the build tree; return the names."""
+    patches = render(layout)
+    directory = layout.patches
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, data in patches.items():
+        _write_if_changed(directory / name, data)
+    for stale in sorted(directory.glob("*.patch")):
+        if stale.name not in patches:
+            stale.unlink()
+            note(f"removed {stale.name}")
+    if [e.name for e in series_mod.read_entries(directory)] != list(patches):
+        series_mod.write(directory, list(patches))
+    note(f"exported {len(patches)} patch(es) to {directory}")
+    return list(patches)
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Write ``data`` unless the file already holds exactly it."""
+    if not path.exists() or path.read_bytes() != data:
+        path.write_bytes(data)
+        note(f"wrote {path.name}")
+
+
+def check_patches(layout: Layout) -> None:
+    """Raise CheckFailed listing each way patches/ differs from a fresh export."""
+    problems = series_mod.problems(layout.patches)
+    if not problems:
+        _require_current_tree(layout)
+        problems = _export_differences(layout)
+    if problems:
+        raise CheckFailed(
+            f"{layout.patches} is out of date (fix: make apply export)", problems
+        )
+    note(f"{layout.patches} matches a fresh export of {layout.sglang}")
+
+
+def _require_current_tree(layout: Layout) -> None:
+    """Refuse when the build tree was not built from the current patches."""
+    pin = load_pin(layout.pin_file)
+    series = series_mod.load(layout.patches)
+    found = stamp_mod.read(layout.sglang)
+    if found is None or found.patches != stamp_mod.patches_digest(pin, series):
+        raise UserError(
+            f"{layout.sglang} was not built from {layout.patches}: run `make apply` first"
+        )
+    if not found.complete:
+        raise UserError(
+            f"the last `make apply` stopped on a failing patch: fix it first"
+        )
+
+
+def _export_differences(layout: Layout) -> list[str]:
+    """Differences between the committed patches and a fresh export."""
+    fresh = render(layout)
+    listed = [entry.name for entry in series_mod.read_entries(layout.patches)]
+    problems = [
+        f"{name}: no such commit in the build tree"
+        for name in listed
+        if name not in fresh
+    ]
+    problems += [
+        f"{name}: a fresh export adds it" for name in fresh if name not in listed
+    ]
+    for name in (name for name in listed if name in fresh):
+        if (layout.patches / name).read_bytes() != fresh[name]:
+            problems.append(f"{name}: differs from a fresh export")
+    if not problems and listed != list(fresh):
+        problems.append("series order differs from the commits of the build tree")
+    return problems

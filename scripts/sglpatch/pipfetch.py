@@ -1,0 +1,191 @@
+"""Download wheels with pip into a verified cache."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from sglpatch.digest import sha256_file
+from sglpatch.errors import UserError
+
+
+@dataclass(frozen=True)
+class WheelTarget:
+    """The interpreter and platforms a wheel must fit."""
+
+    python_version: str
+    platforms: tuple[str, ...]
+    implementation: str = "cp"
+
+    def pip_args(self) -> list[str]:
+        """pip options selecting binary wheels for this target."""
+        args = ["--no-deps", "--only-binary=:all:"]
+        args += ["--python-version", self.python_version]
+        args += ["--implementation", self.implementation]
+        for platform in self.platforms:
+            args += ["--platform", platform]
+        return args
+
+    def describe(self) -> str:
+        """A short human label, e.g. ``cp311 manylinux_2_34_x86_64``."""
+        tag = self.implementation + self.python_version.replace(".", "")
+        return f"{tag} {'/'.join(self.platforms[:2])}"
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """A verified wheel in the cache."""
+
+    requirement: str
+    path: Path
+    sha256: str
+    verified_by: str
+
+
+def fetch_exact(
+    requirement: str, filename: str, sha256: str, target: WheelTarget, cache: Path
+) -> Wheel:
+    """The wheel ``filename`` with hash ``sha256``, from cache or pip."""
+    return _obtain(cache, target, [(requirement, filename, sha256)], "pin")[0]
+
+
+def fetch(requirements: list[str], target: WheelTarget, cache: Path) -> list[Wheel]:
+    """One wheel per pinned requirement, verified against the index's sha256."""
+    records = {req: _read_record(cache, req, target) for req in requirements}
+    unknown = [req for req, rec in records.items() if rec is None]
+    records.update(_resolve(unknown, target, cache) if unknown else {})
+    wanted = [(req, *records[req]) for req in requirements]
+    wheels = _obtain(cache, target, wanted, "index")
+    for wheel in wheels:
+        _write_record(cache, wheel, target)
+    return wheels
+
+
+def _obtain(
+    cache: Path, target: WheelTarget, wanted: list[tuple[str, str, str]], how: str
+) -> list[Wheel]:
+    """Cached or freshly downloaded wheels, each checked before it is returned."""
+    cache.mkdir(parents=True, exist_ok=True)
+    missing = [item for item in wanted if not (cache / item[1]).exists()]
+    if missing:
+        _download(cache, target, missing)
+    return [
+        Wheel(
+            req, cache / name, _verified(cache / name, sha), how if sha else "computed"
+        )
+        for req, name, sha in wanted
+    ]
+
+
+def _verified(path: Path, expected: str) -> str:
+    """The sha256 of ``path`` if it is ``expected`` (or nothing was expected).
+
+    A file with another hash is moved aside, never deleted, and refused.
+    """
+    actual = sha256_file(path)
+    if expected and actual != expected:
+        aside = path.with_name(f"{path.name}.bad-{actual[:12]}")
+        path.replace(aside)
+        raise UserError(
+            f"checksum mismatch for {path}: expected sha256 {expected}, got {actual};"
+            f" moved it aside to {aside.name}; run again to download it afresh"
+        )
+    return actual
+
+
+def _download(
+    cache: Path, target: WheelTarget, items: list[tuple[str, str, str]]
+) -> None:
+    """pip-download ``items`` into a scratch dir, then move them into ``cache``."""
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=cache) as scratch:
+        reqs = [req for req, _, _ in items]
+        what = ", ".join(f"{req} ({name})" for req, name, _ in items)
+        _pip(
+            ["download", *target.pip_args(), "-d", scratch, *reqs], what, target, cache
+        )
+        for req, name, _ in items:
+            got = Path(scratch, name)
+            if not got.exists():
+                found = ", ".join(sorted(p.name for p in Path(scratch).iterdir()))
+                raise UserError(
+                    f"pip fetched {found or 'nothing'} for {req}, expected {name}"
+                )
+            got.replace(cache / name)
+
+
+def _resolve(
+    requirements: list[str], target: WheelTarget, cache: Path
+) -> dict[str, tuple[str, str]]:
+    """Ask pip which wheel each requirement resolves to, and its index sha256."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".resolve-", dir=cache) as scratch:
+        report = Path(scratch, "report.json")
+        args = ["install", "--dry-run", "--ignore-installed", "--target", scratch]
+        args += [*target.pip_args(), "--report", str(report), *requirements]
+        _pip(args, " ".join(requirements), target, cache)
+        installs = json.loads(report.read_text())["install"]
+    by_name = {_canonical(item["metadata"]["name"]): item for item in installs}
+    return {req: _from_report(req, by_name) for req in requirements}
+
+
+def _from_report(req: str, by_name: dict) -> tuple[str, str]:
+    """(filename, sha256) of ``req`` in a pip report; sha256 empty if unknown."""
+    item = by_name.get(_canonical(re.split(r"[=<>!~\[; ]", req, 1)[0]))
+    if item is None:
+        raise UserError(f"pip resolved no wheel for {req}")
+    info = item["download_info"]
+    filename = unquote(Path(urlparse(info["url"]).path).name)
+    return filename, info.get("archive_info", {}).get("hashes", {}).get("sha256", "")
+
+
+def _pip(args: list[str], what: str, target: WheelTarget, cache: Path) -> None:
+    """Run pip quietly; on failure raise one line naming what was fetched."""
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
+    proc = subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    if proc.returncode != 0:
+        lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR")] or lines
+        reason = errors[-1] if errors else f"exit status {proc.returncode}"
+        raise UserError(
+            f"pip could not fetch {what} for {target.describe()} into {cache}: {reason}"
+        )
+
+
+def _canonical(name: str) -> str:
+    """A project name normalised as PEP 503 does."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _record_path(cache: Path, req: str, target: WheelTarget) -> Path:
+    """Where the resolution of ``req`` for ``target`` is remembered."""
+    key = re.sub(r"[^A-Za-z0-9.=_-]+", "_", f"{req}-{target.describe()}")
+    return cache / "resolved" / f"{key}.json"
+
+
+def _read_record(cache: Path, req: str, target: WheelTarget) -> tuple[str, str] | None:
+    """A remembered (filename, sha256) whose wheel is still cached, or None."""
+    path = _record_path(cache, req, target)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return (
+        (data["filename"], data["sha256"])
+        if (cache / data["filename"]).exists()
+        else None
+    )
+
+
+def _write_record(cache: Path, wheel: Wheel, target: WheelTarget) -> None:
+    """Remember which wheel ``wheel.requirement`` resolved to."""
+    path = _record_path(cache, wheel.requirement, target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"filename": wheel.path.name, "sha256": wheel.sha256}
+    path.write_text(json.dumps(data, indent=1) + "\n")

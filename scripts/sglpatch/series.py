@@ -1,0 +1,94 @@
+"""patches/series: the ordered list of patch files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglpatch.errors import UserError
+
+HEADER = (
+    "# Patches applied in order on top of the pinned SGLang release (base.toml).\n"
+    "# Written by `make export` from the commits in build/sglang; edit those.\n"
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One series line naming a patch file."""
+
+    name: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Series:
+    """A validated series: every entry exists once, every patch is listed."""
+
+    directory: Path
+    names: tuple[str, ...]
+
+    @property
+    def paths(self) -> list[Path]:
+        """The patch files in order."""
+        return [self.directory / name for name in self.names]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def read_entries(directory: Path) -> list[Entry]:
+    """The entries of ``directory/series``; none when the file is absent."""
+    path = directory / "series"
+    if not path.exists():
+        return []
+    entries = []
+    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        text = line.split(" #", 1)[0].strip()
+        if text and not text.startswith("#"):
+            entries.append(Entry(text, number))
+    return entries
+
+
+def problems(directory: Path) -> list[str]:
+    """Every disagreement between the series file and the directory."""
+    entries = read_entries(directory)
+    found: list[str] = []
+    seen: dict[str, int] = {}
+    for entry in entries:
+        if entry.name in seen:
+            found.append(
+                f"series line {entry.line}: {entry.name} is listed twice"
+                f" (first on line {seen[entry.name]})"
+            )
+            continue
+        seen[entry.name] = entry.line
+        found.extend(_entry_problems(directory, entry))
+    for path in sorted(directory.glob("*.patch")):
+        if path.name not in seen:
+            found.append(f"{path.name} is in {directory} but not listed in series")
+    return found
+
+
+def _entry_problems(directory: Path, entry: Entry) -> list[str]:
+    """Problems of one entry taken alone."""
+    where = f"series line {entry.line}: {entry.name}"
+    if "/" in entry.name or entry.name in (".", "..") or " " in entry.name:
+        return [f"{where} is not a plain file name in {directory}"]
+    if not (directory / entry.name).is_file():
+        return [f"{where} is listed but {directory / entry.name} does not exist"]
+    return []
+
+
+def load(directory: Path) -> Series:
+    """The validated series of ``directory``; raise UserError on any problem."""
+    found = problems(directory)
+    if found:
+        raise UserError(f"patch series is inconsistent: {'; '.join(found)}")
+    return Series(directory, tuple(entry.name for entry in read_entries(directory)))
+
+
+def write(directory: Path, names: list[str]) -> None:
+    """Write the series file listing ``names`` in order."""
+    text = HEADER + "".join(f"{name}\n" for name in names)
+    (directory / "series").write_text(text, "utf-8")
