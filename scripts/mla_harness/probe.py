@@ -18,6 +18,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -226,10 +227,18 @@ class Driver:
     def phase_extend_v1_graph(self):
         return self._single_graph(self.backends.draft_extend, self.mode.DRAFT_EXTEND, self.setup.steps + 1)
 
+    def _uniform_extend(self):
+        # DRAFT_EXTEND_V2 (the overlap worker) extends every request by
+        # speculative_num_draft_tokens: a fixed shape.
+        n = self.setup.draft_tokens
+        self.batches = [replace(b, extend_lens=(n,) * b.size) for b in self.batches]
+
     def phase_extend_v2_eager(self):
+        self._uniform_extend()
         return self._single_eager(self.backends.draft_extend, self.mode.DRAFT_EXTEND_V2)
 
     def phase_extend_v2_graph(self):
+        self._uniform_extend()
         return self._single_graph(
             self.backends.draft_extend, self.mode.DRAFT_EXTEND_V2, self.setup.draft_tokens
         )

@@ -1,0 +1,59 @@
+"""CUDA-graph buffer contract and metadata values, on each tree.
+
+A captured graph reads metadata through the addresses it saw at capture. So
+every metadata tensor must keep its ``data_ptr`` across replays, and after each
+replay hold the values for the new inputs. The expected values come from an
+independent oracle (``expected_block_prefix``: the first slot of each page of
+the request's ``req_to_token`` row), not from either tree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mla_harness.visible import expected_block_prefix
+
+GRAPH_PHASES = ("draft_graph", "decode_graph", "verify_graph", "extend_v1_graph", "extend_v2_graph")
+EAGER_PHASES = ("draft_eager", "decode_eager", "verify_eager", "extend_v1_eager", "extend_v2_eager")
+
+
+def _expected_kernel_lens(phase, seq_lens, setup):
+    if phase.startswith("verify"):
+        return np.asarray(seq_lens) + setup["draft_tokens"]
+    return np.asarray(seq_lens)
+
+
+@pytest.mark.parametrize("tree", ["base", "patched"])
+@pytest.mark.parametrize("phase", GRAPH_PHASES)
+def test_graph_buffers_stable_and_refreshed(results, plan, tree, phase):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+        setup, page = scenario["setup"], scenario["setup"]["page_size"]
+        captured = out[phase][0]["capture_ptrs"]
+        for call in out[phase][1:]:
+            assert call["ptrs"] == captured[call["bs"]], f"{scenario['name']}: buffer moved"
+            lens = _expected_kernel_lens(phase, call["inputs"]["seq_lens"], setup)
+            want = expected_block_prefix(out["req_to_token"], call["inputs"]["req_pool_indices"], lens, page)
+            for view in call["views"]:
+                assert np.array_equal(view["seq_lens"], lens), f"{scenario['name']}: seq_lens_k"
+                for row, (got, exp) in enumerate(zip(view["block_prefix"], want, strict=True)):
+                    assert np.array_equal(got, exp), f"{scenario['name']} {phase}: row {row}"
+
+
+@pytest.mark.parametrize("tree", ["base", "patched"])
+@pytest.mark.parametrize("phase", EAGER_PHASES)
+def test_eager_metadata_matches_oracle(results, plan, tree, phase):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+        setup, page = scenario["setup"], scenario["setup"]["page_size"]
+        for batch, call in zip(scenario["batches"], out[phase]):
+            seq_lens = np.asarray(batch["seq_lens"])
+            if phase.startswith("extend"):
+                ext = np.asarray(batch["extend_lens"] if phase == "extend_v1_eager" else [setup["draft_tokens"]] * len(seq_lens))
+                lens = seq_lens - ext + ext.max()  # NOTE(draft_extend seq_len handling)
+            else:
+                lens = _expected_kernel_lens(phase, seq_lens, setup)
+            want = expected_block_prefix(out["req_to_token"], batch["req_pool_indices"], lens, page)
+            for view in call["views"]:
+                assert np.array_equal(view["seq_lens"], lens)
+                for got, exp in zip(view["block_prefix"], want, strict=True):
+                    assert np.array_equal(got, exp), f"{scenario['name']} {phase}"

@@ -1,0 +1,41 @@
+"""Base and patched trees give the attention kernel identical metadata.
+
+For every generated scenario and every path an EAGLE iteration drives (eager
+``init_forward_metadata``; CUDA-graph capture then replays with new inputs)
+the kernel-visible metadata of the patched tree equals the base tree's: the
+block-table prefix the kernel reads (pages covering its ``seq_lens``), those
+``seq_lens`` themselves (``seq_lens_k`` in verify / draft extend) and
+``max_seq_len_k``. Nothing else is compared: see ``mla_harness.visible``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mla_harness.probe import PHASES
+
+
+def _calls(records):
+    return [r for r in records if "views" in r]
+
+
+def _assert_same_view(base, patched, where):
+    assert np.array_equal(base["seq_lens"], patched["seq_lens"]), f"{where}: kernel seq_lens differ"
+    assert base["max_seq_len_k"] == patched["max_seq_len_k"], f"{where}: max_seq_len_k differs"
+    for row, (b, p) in enumerate(zip(base["block_prefix"], patched["block_prefix"], strict=True)):
+        assert np.array_equal(b, p), f"{where}: block table row {row} differs"
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_kernel_visible_metadata_identical(results, plan, phase):
+    compared = 0
+    for scenario, base, patched in zip(plan["scenarios"], results["base"]["scenarios"], results["patched"]["scenarios"], strict=True):
+        base_calls, patched_calls = _calls(base[phase]), _calls(patched[phase])
+        assert len(base_calls) == len(patched_calls) == len(scenario["batches"])
+        for call, (b, p) in enumerate(zip(base_calls, patched_calls)):
+            assert len(b["views"]) == len(p["views"]) >= 1
+            for step, (bv, pv) in enumerate(zip(b["views"], p["views"])):
+                _assert_same_view(bv, pv, f"{scenario['name']} {phase} call {call} backend {step}")
+                compared += 1
+    assert compared >= len(plan["scenarios"])
