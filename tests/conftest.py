@@ -1,12 +1,23 @@
-"""Shared pytest setup: ``scripts/`` on the path, the two SGLang trees, options."""
+"""Shared pytest setup: ``scripts/`` on the path, options, the two SGLang trees.
+
+The base tree and the patched tree are imported in separate processes
+(``mla_harness.probe``), concurrently, with the same generated scenarios; the
+``results`` fixture probes both once per session.
+"""
 
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+
+TREES = ("base", "patched")
+REPORT: list[str] = []
 
 
 def pytest_addoption(parser):
@@ -19,3 +30,48 @@ def pytest_addoption(parser):
         help="generated scenarios per differential run (default: 40 on CPU, 300 on a GPU)",
     )
     group.addoption("--scenario-seed", type=int, default=2026)
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(scope="session")
+def trees(request) -> dict[str, Path]:
+    from sglpatch.trees import tree_paths
+
+    paths = dict(zip(TREES, tree_paths(Path(request.config.getoption("--build")))))
+    for name, path in paths.items():
+        if not (path / "sglang" / "__init__.py").is_file():
+            pytest.fail(f"{name} tree missing at {path}: run `make apply` first")
+    return paths
+
+
+@pytest.fixture(scope="session")
+def plan(request, device) -> dict:
+    from mla_harness import scenarios
+
+    count = request.config.getoption("--scenarios") or (300 if device == "cuda" else 40)
+    return scenarios.plan(count, seed=request.config.getoption("--scenario-seed"))
+
+
+@pytest.fixture(scope="session")
+def results(trees, plan, device) -> dict[str, dict]:
+    """Probe output per tree: {"base": ..., "patched": ...}."""
+    from mla_harness import probe
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(probe.run_probe, path, plan, device) for name, path in trees.items()}
+        out = {name: f.result() for name, f in futures.items()}
+    for name in TREES:
+        assert Path(out[name]["sglang_file"]).is_relative_to(trees[name]), "probe imported the wrong tree"
+    REPORT.append(f"{len(plan['scenarios'])} generated scenarios x {len(probe.PHASES)} phases on {device}, per tree")
+    return out
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in REPORT:
+        terminalreporter.write_line(f"backend probes: {line}")

@@ -1,0 +1,163 @@
+"""GPU check: a real CUDA graph reading the metadata as the MLA decode kernel does.
+
+The trtllm-gen MLA kernel needs SM100; this reference paged MLA decode in torch
+reads the same inputs (block table, per-request KV length, ``max_seq_len``)
+with static shapes, so it can be captured in a ``torch.cuda.CUDAGraph``. For
+each mode, the graph is captured once per batch size after the backend's
+capture call, then replayed after ``init_forward_metadata_replay_cuda_graph``
+with new random batches, and compared with the same consumer run eagerly on
+the metadata of ``init_forward_metadata`` for that batch.
+
+``python -m mla_harness.consumer --tree DIR --replays N`` prints a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+MODES = ("draft", "decode", "verify", "extend_v1", "extend_v2")
+
+
+def paged_mla_decode(q, kv_cache, block_table, kv_lens, page_size, v_dim=512):
+    """softmax(q k^T) v over the pages listed in ``block_table``, masked by ``kv_lens``.
+
+    q: (bs, q_len, heads, 576); kv_cache: (pages, page_size, 576).
+    The request's last ``q_len`` positions attend causally, as in verify.
+    """
+    import torch
+
+    bs, q_len = q.shape[:2]
+    width = block_table.shape[1]
+    pages = kv_cache[block_table.clamp(min=0).long()]  # (bs, width, page, 576)
+    kv = pages.reshape(bs, width * page_size, -1).float()
+    pos = torch.arange(width * page_size, device=q.device)
+    q_pos = kv_lens[:, None].long() - q_len + torch.arange(q_len, device=q.device)
+    mask = pos[None, None, :] <= q_pos[:, :, None]  # (bs, q_len, keys)
+    scores = torch.einsum("bqhd,bkd->bqhk", q.float(), kv) / 24.0
+    scores = scores.masked_fill(~mask[:, :, None, :], float("-inf"))
+    return torch.einsum("bqhk,bkd->bqhd", scores.softmax(-1), kv[..., :v_dim])
+
+
+class Check:
+    def __init__(self, setup, device="cuda", seed=0):
+        import torch
+
+        from . import standin
+        from .batches import StaticInputs
+
+        self.torch = torch
+        self.setup = setup
+        self.backends = standin.build_backends(setup, device, seed)
+        self.rng = random.Random(seed)
+        pages = setup.rows * (setup.context_len // setup.page_size) + 2
+        gen = torch.Generator(device=device).manual_seed(seed)
+        self.kv_cache = torch.randn(pages, setup.page_size, 576, device=device, generator=gen)
+        self.static_cls = StaticInputs
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+        self.mode = ForwardMode
+
+    def batch(self, raw_bs, extend_uniform=None):
+        from .batches import Batch
+
+        s = self.setup
+        reserve = max(s.draft_tokens, s.steps + 1) + 1
+        lens = tuple(self.rng.randint(s.draft_tokens + 1, s.context_len - reserve) for _ in range(raw_bs))
+        ext = tuple(extend_uniform or self.rng.randint(1, s.steps + 1) for _ in range(raw_bs))
+        return Batch(tuple(self.rng.sample(range(s.rows), raw_bs)), lens, ext)
+
+    def run(self, mode: str, replays: int) -> dict:
+        torch, s = self.torch, self.setup
+        from .batches import draft_spec_info, forward_batch, verify_spec_info
+
+        b = self.backends
+        backend = {"draft": b.draft, "decode": b.target, "verify": b.target}.get(mode, b.draft_extend)
+        fmode = {
+            "draft": self.mode.DECODE,
+            "decode": self.mode.DECODE,
+            "verify": self.mode.TARGET_VERIFY,
+            "extend_v1": self.mode.DRAFT_EXTEND,
+            "extend_v2": self.mode.DRAFT_EXTEND_V2,
+        }[mode]
+        q_len = {"verify": s.draft_tokens, "extend_v1": s.steps + 1, "extend_v2": s.draft_tokens}.get(mode, 1)
+        spec = verify_spec_info(s.draft_tokens) if mode == "verify" else draft_spec_info()
+        # Graph replays run every request at the runner's full tokens-per-request.
+        uniform = {"extend_v1": s.steps + 1, "extend_v2": s.draft_tokens}.get(mode)
+        fill = (b.draft.attn_backends[0] if mode == "draft" else backend).get_cuda_graph_seq_len_fill_value()
+        static = self.static_cls(s.max_bs, fill, "cuda")
+        if mode == "draft":
+            backend.init_cuda_graph_state(s.max_bs, s.max_bs)
+        else:
+            backend.init_cuda_graph_state(s.max_bs, s.max_bs * q_len)
+        graphs, worst, compared = {}, 0.0, 0
+        for bs in range(1, s.max_bs + 1):
+            rpi, lens = static.capture_inputs(bs)
+            q = torch.randn(bs, q_len, 16, 576, device="cuda")
+            if mode == "draft":
+                fb = forward_batch(self.batch(bs), fmode, b.runner, "cuda", spec)
+                fb.req_pool_indices, fb.seq_lens = rpi, lens
+                backend.init_forward_metadata_capture_cuda_graph(fb)
+                metas = [x.decode_cuda_graph_metadata[bs] for x in backend.attn_backends]
+            else:
+                backend.init_forward_metadata_capture_cuda_graph(bs, bs * q_len, rpi, lens, None, fmode, spec)
+                metas = [backend.decode_cuda_graph_metadata[bs]]
+            kv_lens = [lens if mode in ("draft", "decode") else m.seq_lens_k for m in metas]
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                outs = [paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size) for m, kl in zip(metas, kv_lens)]
+            graphs[bs] = (g, q, outs)
+        for i in range(replays):
+            raw_bs = self.rng.randint(1, s.max_bs)
+            bs = raw_bs if i % 2 else self.rng.randint(raw_bs, s.max_bs)  # padded half the time
+            batch = self.batch(raw_bs, uniform)
+            g, q, outs = graphs[bs]
+            q.normal_()
+            fb = forward_batch(batch, fmode, b.runner, "cuda", spec)
+            if mode == "draft":
+                backend.init_forward_metadata_replay_cuda_graph(static.padded_draft_batch(fb, bs), bs)
+            else:
+                static.load(fb, bs)
+                backend.init_forward_metadata_replay_cuda_graph(
+                    bs, static.req_pool_indices[:bs], static.seq_lens[:bs], fb.seq_lens_sum, None, fmode, spec,
+                    seq_lens_cpu=static.seq_lens_cpu[:bs],
+                )
+            g.replay()
+            eager_fb = forward_batch(batch, fmode, b.runner, "cuda", spec)
+            backend.init_forward_metadata(eager_fb)
+            eager_metas = [x.forward_decode_metadata for x in backend.attn_backends] if mode == "draft" else [eager_fb.decode_trtllm_mla_metadata]
+            for out, meta in zip(outs, eager_metas):
+                kl = eager_fb.seq_lens if mode in ("draft", "decode") else meta.seq_lens_k
+                ref = paged_mla_decode(q[:raw_bs], self.kv_cache, meta.block_kv_indices, kl, s.page_size)
+                got = out[:raw_bs]
+                err = ((got - ref).norm() / ref.norm()).item()
+                worst = max(worst, err)
+                compared += 1
+        torch.cuda.synchronize()
+        return {"mode": mode, "replays": replays, "compared": compared, "max_rel_err": worst}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", required=True, type=Path)
+    parser.add_argument("--replays", type=int, default=1000)
+    args = parser.parse_args(argv)
+    from . import replacements
+
+    replacements.prepare_environment(True)
+    sys.path.insert(0, str(args.tree.resolve()))
+    from .standin import Setup
+
+    report = []
+    for i, setup in enumerate([Setup(page_size=64, context_len=2048, max_bs=4), Setup(page_size=32, context_len=1024, max_bs=3, steps=4, draft_tokens=5)]):
+        for mode in MODES:
+            report.append({"setup": i, **Check(setup, seed=i).run(mode, args.replays)})
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
