@@ -1,0 +1,71 @@
+"""``make bench``: base and patched trees measured in one run, then compared."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import config, report
+from .worker import progress
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_tree(tree: Path, cfg: dict) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg_file, out = Path(tmp, "cfg.json"), Path(tmp, "out.json")
+        cfg_file.write_text(json.dumps(cfg))
+        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+        cmd = [sys.executable, "-m", "mla_bench.worker", "--tree", str(tree), "--config", str(cfg_file), "--out", str(out)]
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"make bench: error: the worker failed on {tree} (exit {proc.returncode})")
+        return json.loads(out.read_text())
+
+
+def main(argv=None) -> int:
+    args = config.parser().parse_args(argv)
+    import torch
+
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("make bench: error: --device cuda but no CUDA device is visible")
+    cfg = config.from_args(args, cuda).to_json()
+    from sglpatch.trees import tree_paths
+
+    trees = tree_paths(args.build)
+    for name, path in zip(("base", "patched"), trees):
+        if not (path / "sglang" / "__init__.py").is_file():
+            raise SystemExit(f"make bench: error: {name} tree missing at {path}: run `make apply` first")
+    runs = {}
+    for name, path in zip(("base", "patched"), trees):
+        progress(f"[bench] {name}: {path}")
+        runs[name] = run_tree(path, cfg)
+    result = report.compare(runs["base"], runs["patched"])
+    table = report.markdown(result, cfg)
+    print(table)
+    out_dir = Path(args.out_dir or Path(args.build) / "bench")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    record = {"date": stamp, "command": "make bench " + " ".join(argv or sys.argv[1:]), "config": cfg,
+              "machine": runs["patched"]["machine"], "result": result, "table": table}
+    for name in (f"bench-{stamp}.json", "latest.json"):
+        (out_dir / name).write_text(json.dumps(record, indent=1))
+    (out_dir / "latest.md").write_text(table + "\n")
+    if not args.no_chart:
+        report.chart(result, out_dir / "eagle_metadata.png")
+    progress(f"[bench] wrote {out_dir}/latest.json, latest.md" + ("" if args.no_chart else ", eagle_metadata.png"))
+    bad = report.regressions(result)
+    if args.check and bad:
+        print("make bench: patched exceeds base:\n  " + "\n  ".join(bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

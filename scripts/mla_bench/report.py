@@ -1,0 +1,118 @@
+"""Comparison table (markdown), JSON record and chart of a base-vs-patched run."""
+
+from __future__ import annotations
+
+from .config import ACCEPT_LENGTH, SEED_TPOT_SAVING_MS
+
+REPLAY = ("draft_replay", "verify_replay", "extend_replay")
+MiB = 1024 * 1024
+
+
+def _fmt(x, digits=1):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _index(run):
+    return {(r["context"], r["bs"]): r["phases"] for r in run["rows"]}
+
+
+def compare(base: dict, patched: dict) -> dict:
+    """Per (context, bs): both trees' phases and the iteration sums."""
+    b_idx, p_idx = _index(base), _index(patched)
+    rows = []
+    for key in b_idx:
+        row = {"context": key[0], "bs": key[1], "base": b_idx[key], "patched": p_idx[key]}
+        for tree in ("base", "patched"):
+            phases = row[tree]
+            phases["iteration"] = {
+                "host_us": sum(phases[p]["host_us"] for p in REPLAY),
+                "gpu_us": None if phases[REPLAY[0]]["gpu_us"] is None else sum(phases[p]["gpu_us"] for p in REPLAY),
+                "launches": sum(phases[p]["launches"] for p in REPLAY),
+                "alloc_bytes": sum(phases[p]["alloc_bytes"] for p in REPLAY),
+            }
+        saving_ms = (row["base"]["iteration"]["host_us"] - row["patched"]["iteration"]["host_us"]) / 1e3
+        row["tpot_saving_ms"] = saving_ms / ACCEPT_LENGTH
+        rows.append(row)
+    return {"rows": rows, "memory": {"base": base["memory"], "patched": patched["memory"]}}
+
+
+def markdown(result: dict, cfg: dict) -> str:
+    lines = [
+        f"EAGLE {cfg['steps']} steps / topk {cfg['topk']} / {cfg['draft_tokens']} draft tokens, page {cfg['page_size']}, "
+        f"draft extend {cfg['extend_mode']}, CUDA-graph max bs {cfg['cuda_graph_max_bs']}, device {cfg['device']}, "
+        f"{cfg['repeats']} repeats (median)",
+        "",
+        "| context | bs | phase | host µs base | host µs patched | GPU µs base | GPU µs patched | launches base | launches patched | bytes alloc base | bytes alloc patched |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        for phase in (*REPLAY, "iteration", "draft_eager"):
+            b, p = row["base"][phase], row["patched"][phase]
+            name = "**iteration (sum of replays)**" if phase == "iteration" else phase
+            lines.append(
+                f"| {row['context']} | {row['bs']} | {name} | {_fmt(b['host_us'])} | {_fmt(p['host_us'])} | "
+                f"{_fmt(b['gpu_us'])} | {_fmt(p['gpu_us'])} | {b['launches']} | {p['launches']} | "
+                f"{b['alloc_bytes']} | {p['alloc_bytes']} |"
+            )
+    lines += ["", f"TPOT effect = host saving per iteration / accept length {ACCEPT_LENGTH} (seed PR on B200: {SEED_TPOT_SAVING_MS} ms):", ""]
+    lines += ["| context | bs | saving per iteration µs | TPOT effect ms |", "|---:|---:|---:|---:|"]
+    for row in result["rows"]:
+        saving = row["base"]["iteration"]["host_us"] - row["patched"]["iteration"]["host_us"]
+        lines.append(f"| {row['context']} | {row['bs']} | {saving:.1f} | {row['tpot_saving_ms']:.3f} |")
+    lines += ["", f"CUDA-graph state allocated by init_cuda_graph_state, context {cfg['memory_context']} (MiB):", ""]
+    lines += ["| max bs | backend | base | patched | returned |", "|---:|---|---:|---:|---:|"]
+    mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
+    for max_bs in mem_b:
+        total_b = total_p = 0
+        for backend in mem_b[max_bs]:
+            b, p = mem_b[max_bs][backend]["bytes"], mem_p[max_bs][backend]["bytes"]
+            total_b, total_p = total_b + b, total_p + p
+            lines.append(f"| {max_bs} | {backend} | {b / MiB:.1f} | {p / MiB:.1f} | {(b - p) / MiB:.1f} |")
+        lines.append(f"| {max_bs} | **total** | {total_b / MiB:.1f} | {total_p / MiB:.1f} | {(total_b - total_p) / MiB:.1f} |")
+    return "\n".join(lines)
+
+
+def regressions(result: dict) -> list[str]:
+    """Phases where the patched tree launches, allocates or holds more than the base."""
+    bad = []
+    for row in result["rows"]:
+        for phase in (*REPLAY, "iteration", "draft_eager"):
+            b, p = row["base"][phase], row["patched"][phase]
+            for key in ("launches", "alloc_bytes"):
+                if p[key] > b[key]:
+                    bad.append(f"context {row['context']} bs {row['bs']} {phase}: {key} {b[key]} -> {p[key]}")
+    mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
+    for max_bs in mem_b:
+        for backend in mem_b[max_bs]:
+            if mem_p[max_bs][backend]["bytes"] > mem_b[max_bs][backend]["bytes"]:
+                bad.append(f"memory max bs {max_bs} {backend}")
+    return bad
+
+
+def chart(result: dict, path) -> None:
+    """Grouped bars: host µs per phase, base vs patched, one panel per context."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    contexts = sorted({r["context"] for r in result["rows"]})
+    phases = (*REPLAY, "draft_eager")
+    fig, axes = plt.subplots(1, len(contexts), figsize=(6.5 * len(contexts), 4.8), squeeze=False)
+    for ax, context in zip(axes[0], contexts):
+        rows = [r for r in result["rows"] if r["context"] == context]
+        labels, base, patched = [], [], []
+        for r in rows:
+            for phase in phases:
+                labels.append(f"{phase.replace('_', ' ')}\nbs {r['bs']}")
+                base.append(r["base"][phase]["host_us"])
+                patched.append(r["patched"][phase]["host_us"])
+        x = range(len(labels))
+        ax.bar([i - 0.2 for i in x], base, 0.4, label="base v0.5.12", color="#b0b0b0")
+        ax.bar([i + 0.2 for i in x], patched, 0.4, label="patched", color="#2a7ab9")
+        ax.set_xticks(list(x), labels, fontsize=6, rotation=90)
+        ax.set_ylabel("host time per call (µs, median)")
+        ax.set_title(f"trtllm_mla EAGLE metadata, context {context // 1024}K")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
