@@ -6,13 +6,12 @@ import re
 from pathlib import Path
 
 from sglpatch import series as series_mod
-from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError
 from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
 from sglpatch.pin import load_pin
-from sglpatch.queue import BRANCH
+from sglpatch.queue import BRANCH, open_build_tree, require_current
 
 # Settings that could change format-patch output, pinned to git's defaults.
 _DIFF_CONFIG = (
@@ -80,7 +79,7 @@ def slug(subject: str) -> str:
 def render(layout: Layout) -> dict[str, bytes]:
     """File name -> bytes of each patch between the base tag and ``patched``."""
     pin = load_pin(layout.pin_file)
-    git = _build_git(layout, pin.base_tag)
+    git = open_build_tree(layout, pin)
     span = f"{pin.base_tag}..refs/heads/{BRANCH}"
     if git.out("rev-list", "--merges", span):
         raise UserError(
@@ -99,18 +98,6 @@ def _format_options() -> list[str]:
     """``-c`` settings and the format-patch command with its fixed flags."""
     options = [word for item in _DIFF_CONFIG for word in ("-c", item)]
     return [*options, *_FORMAT_PATCH]
-
-
-def _build_git(layout: Layout, base_tag: str) -> Git:
-    """Git of the build tree; refuse when there is none to export from."""
-    git = Git(layout.sglang)
-    if not (layout.sglang / ".git").exists() or not git.rev(f"{base_tag}^{{commit}}"):
-        raise UserError(f"no build tree at {layout.sglang}: run `make apply` first")
-    if not git.rev(f"refs/heads/{BRANCH}"):
-        raise UserError(
-            f"{layout.sglang} has no branch {BRANCH}: run `make apply` first"
-        )
-    return git
 
 
 def export_series(layout: Layout) -> list[str]:
@@ -141,7 +128,7 @@ def check_patches(layout: Layout) -> None:
     """Raise CheckFailed listing each way patches/ differs from a fresh export."""
     problems = series_mod.problems(layout.patches)
     if not problems:
-        _require_current_tree(layout)
+        require_current(layout)
         problems = _export_differences(layout)
     if problems:
         raise CheckFailed(

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sglpatch.errors import UserError
@@ -124,3 +128,17 @@ def _failure(
     complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
     reason = (complaints or lines or [f"exit status {proc.returncode}"])[-1]
     return GitError(f"git {' '.join(args[:2])} failed in {cwd}: {reason}", text)
+
+
+@contextmanager
+def scratch_worktree(git: Git, rev: str) -> Iterator[Git]:
+    """A detached worktree of ``rev`` in a temporary folder, removed afterwards."""
+    scratch = Path(tempfile.mkdtemp(prefix="sglpatch-worktree-"))
+    work = scratch / "tree"
+    try:
+        git.run("worktree", "add", "--detach", str(work), rev)
+        yield Git(work, isolated=git.isolated)
+    finally:
+        git.run("worktree", "remove", "--force", str(work), check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+        git.run("worktree", "prune", check=False)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sglpatch.gitcmd import Git, output_of
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$")
@@ -84,6 +87,17 @@ def touched_files(patch: Path) -> list[str]:
         for diff in parse(patch.read_text("utf-8", "replace"))
         if diff.new_path
     ]
+
+
+def abort_am(git: Git, patch: Path, am: subprocess.CompletedProcess[bytes]) -> str:
+    """Abort a failed ``git am`` of ``patch``; return where it failed.
+
+    A 3-way merge names only the conflicting file, so ``git apply --check``
+    is asked for the failing hunks too.
+    """
+    git.run("am", "--abort", check=False)
+    check = git.run("apply", "--check", str(patch), check=False)
+    return describe_failure(patch, output_of(am) + output_of(check))
 
 
 def describe_failure(patch: Path, git_output: str) -> str:

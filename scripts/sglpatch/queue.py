@@ -10,9 +10,9 @@ from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import UserError
-from sglpatch.gitcmd import Git, output_of
+from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
-from sglpatch.patchinfo import describe_failure
+from sglpatch.patchinfo import abort_am
 from sglpatch.pin import Pin, load_pin
 from sglpatch.series import Series
 from sglpatch.stamp import Stamp
@@ -39,6 +39,36 @@ def apply_series(layout: Layout, source: str) -> None:
         Git(layout.sglang).run("checkout", "-q", "-f", "-B", BRANCH, pin.base_tag)
     _apply_patches(layout, series, wanted)
     ensure_base_worktree(layout, pin)
+
+
+def open_build_tree(layout: Layout, pin: Pin) -> Git:
+    """Git of the build tree; refuse when there is none (or no ``patched``)."""
+    git = Git(layout.sglang)
+    if not (layout.sglang / ".git").exists() or not git.rev(
+        f"{pin.base_tag}^{{commit}}"
+    ):
+        raise UserError(f"no build tree at {layout.sglang}: run `make apply` first")
+    if not git.rev(f"refs/heads/{BRANCH}"):
+        raise UserError(
+            f"{layout.sglang} has no branch {BRANCH}: run `make apply` first"
+        )
+    return git
+
+
+def require_current(layout: Layout) -> Stamp:
+    """The stamp of a build tree fully built from the current pin and patches."""
+    pin = load_pin(layout.pin_file)
+    series = series_mod.load(layout.patches)
+    found = stamp_mod.read(layout.sglang) if layout.sglang.exists() else None
+    if found is None or found.patches != stamp_mod.patches_digest(pin, series):
+        raise UserError(
+            f"{layout.sglang} was not built from {layout.patches}: run `make apply` first"
+        )
+    if not found.complete:
+        raise UserError(
+            "the last `make apply` stopped on a failing patch: fix that first"
+        )
+    return found
 
 
 def _existing_stamp(layout: Layout) -> Stamp | None:
@@ -118,21 +148,19 @@ def _apply_patches(layout: Layout, series: Series, wanted: Stamp) -> None:
     for number, path in enumerate(series.paths, 1):
         proc = git.run(*AM_OPTIONS, str(path), check=False)
         if proc.returncode != 0:
-            git.run("am", "--abort", check=False)
+            where = abort_am(git, path, proc)
             stamp_mod.write(layout.sglang, wanted.with_head(git.rev("HEAD"), False))
-            check = git.run("apply", "--check", str(path), check=False)
-            output = output_of(proc) + output_of(check)
-            raise UserError(_failure_message(layout, series, number, output))
+            raise UserError(_failure_message(layout, series, number, where))
     stamp_mod.write(layout.sglang, wanted.with_head(git.rev("HEAD"), True))
     note(f"{layout.sglang} is on branch {BRANCH}: base + {len(series)} patch(es)")
 
 
-def _failure_message(layout: Layout, series: Series, number: int, output: str) -> str:
+def _failure_message(layout: Layout, series: Series, number: int, where: str) -> str:
     """One line saying which patch failed where, and how to fix it."""
     path = series.paths[number - 1]
     return (
         f"patch {number}/{len(series)} {path.name} does not apply:"
-        f" {describe_failure(path, output)}; {layout.sglang} is left at the last"
+        f" {where}; {layout.sglang} is left at the last"
         f" good commit (base + {number - 1} patch(es)); to fix it, run"
         f" `git am -3 {path}` there, resolve, `git am --continue`, then `make export`"
     )

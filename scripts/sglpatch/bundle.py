@@ -1,0 +1,139 @@
+"""The offline bundle for air-gapped GPU hosts: wheels, both trees, installer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import io
+import re
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from sglpatch.console import note
+from sglpatch.digest import sha256_file
+from sglpatch.errors import UserError
+from sglpatch.gitcmd import Git
+from sglpatch.layout import Layout
+from sglpatch.pin import Pin, load_pin
+from sglpatch.pipfetch import Wheel, WheelTarget, fetch
+from sglpatch.queue import BRANCH, require_current
+
+LIMIT_BYTES = 60 * 1024 * 1024
+GPU_TARGET = WheelTarget(
+    "3.12",
+    (
+        *(f"manylinux_2_{n}_x86_64" for n in range(28, 16, -1)),
+        "manylinux2014_x86_64",
+        "manylinux1_x86_64",
+    ),
+)
+INSTALLER = Path(__file__).with_name("install_bundle.sh")
+_PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
+
+
+def read_requirements(path: Path) -> list[str]:
+    """Pinned ``name==version`` lines of ``path``; refuse anything else."""
+    if not path.exists():
+        raise UserError(
+            f"{path} not found: list the GPU wheels there, one name==version a line"
+        )
+    found: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        match = _PINNED.match(text)
+        if not match:
+            raise UserError(f"{path}:{number}: {text!r} is not pinned as name==version")
+        key = re.sub(r"[-_.]+", "-", match[1]).lower()
+        if key in found:
+            raise UserError(f"{path}:{number}: {match[1]} is listed twice")
+        found[key] = text
+    return list(found.values())
+
+
+def make_bundle(layout: Layout) -> Path:
+    """Write build/bundle from the current build tree and ci/requirements-gpu.txt."""
+    require_current(layout)
+    pin = load_pin(layout.pin_file)
+    requirements = read_requirements(layout.root / "ci" / "requirements-gpu.txt")
+    wheels = fetch(requirements, GPU_TARGET, layout.cache / "cp312")
+    return assemble(layout, pin, wheels)
+
+
+def assemble(layout: Layout, pin: Pin, wheels: list[Wheel]) -> Path:
+    """Lay out the bundle in a scratch dir, check its size, then swap it in."""
+    layout.build.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".bundle-new-", dir=layout.build))
+    try:
+        _fill(scratch, layout, pin, wheels)
+        size = sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file())
+        if size > LIMIT_BYTES:
+            raise UserError(
+                f"bundle would be {_mib(size)}, over the {_mib(LIMIT_BYTES)} limit"
+            )
+        shutil.rmtree(layout.bundle, ignore_errors=True)
+        scratch.chmod(0o755)
+        scratch.rename(layout.bundle)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    note(
+        f"{layout.bundle}: {len(wheels)} wheels + 2 trees, {_mib(size)} ({size} bytes)"
+    )
+    return layout.bundle
+
+
+def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
+    """Write wheels/, trees/, install.sh and MANIFEST.sha256 into ``root``."""
+    (root / "wheels").mkdir()
+    for wheel in wheels:
+        shutil.copyfile(wheel.path, root / "wheels" / wheel.path.name)
+    (root / "trees").mkdir()
+    git = Git(layout.sglang)
+    mtime = int(
+        dt.datetime.combine(pin.released, dt.time(), dt.timezone.utc).timestamp()
+    )
+    for name, rev in (("base", pin.base_tag), ("patched", f"refs/heads/{BRANCH}")):
+        write_tree_tarball(git, rev, root / "trees" / f"{name}.tar.gz", mtime)
+    shutil.copyfile(INSTALLER, root / "install.sh")
+    (root / "install.sh").chmod(0o755)
+    write_manifest(root)
+
+
+def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
+    """``python/sglang`` of ``rev`` as ``sglang/...`` in a reproducible tar.gz."""
+    stream = io.BytesIO(git.run("archive", "--format=tar", rev, "python/sglang").stdout)
+    with tarfile.open(fileobj=stream, mode="r:") as source:
+        members = [(m, source.extractfile(m) if m.isfile() else None) for m in source]
+        with out.open("wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as packed:
+            with tarfile.open(
+                fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT
+            ) as tar:
+                for member, data in members:
+                    tar.addfile(_normalised(member, mtime), data)
+
+
+def _normalised(member: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:
+    """A copy of ``member`` without owner, time or mode details; links refused."""
+    if not (member.isfile() or member.isdir()):
+        raise UserError(f"{member.name}: links and special files cannot be bundled")
+    info = tarfile.TarInfo(member.name.removeprefix("python/").rstrip("/"))
+    info.type, info.size, info.mtime = member.type, member.size, mtime
+    info.mode = 0o755 if member.isdir() or member.mode & 0o111 else 0o644
+    return info
+
+
+def write_manifest(root: Path) -> None:
+    """MANIFEST.sha256: ``sha256  relative/path`` for every other file, sorted."""
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and p.name != "MANIFEST.sha256"
+    )
+    lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}\n" for p in files]
+    (root / "MANIFEST.sha256").write_text("".join(lines))
+
+
+def _mib(size: int) -> str:
+    """A size in MiB with one decimal."""
+    return f"{size / 1024 / 1024:.1f} MiB"

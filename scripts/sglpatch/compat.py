@@ -1,0 +1,107 @@
+"""check-upstream: how each patch of the series fares on another release."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglpatch import series as series_mod
+from sglpatch.console import note
+from sglpatch.gitcmd import Git, output_of
+from sglpatch.layout import Layout
+from sglpatch.patchinfo import describe_failure
+from sglpatch.pin import Pin, check_version, load_pin
+from sglpatch.pipfetch import Wheel, fetch
+from sglpatch.upstream import init_from_wheel, wheel_target
+
+APPLIES = "applies cleanly"
+UPSTREAM = "already upstream"
+CONFLICTS = "conflicts"
+# Platforms tried after the pinned one, for releases built for other glibcs.
+_MORE_PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The result of one patch against a release tree."""
+
+    patch: str
+    result: str
+    detail: str = ""
+
+
+def classify(tree: Path, patches: list[Path]) -> list[Verdict]:
+    """Check ``patches`` in order against the git work tree ``tree``.
+
+    A patch that applies is applied (later patches may build on it), so the
+    tree is changed: pass a scratch tree.
+    """
+    git = Git(tree)
+    verdicts = []
+    for path in patches:
+        forward = git.run("apply", "--check", str(path), check=False)
+        if forward.returncode == 0:
+            git.run("apply", str(path))
+            verdicts.append(Verdict(path.name, APPLIES))
+        elif git.ok("apply", "--reverse", "--check", str(path)):
+            verdicts.append(Verdict(path.name, UPSTREAM))
+        else:
+            detail = describe_failure(path, output_of(forward))
+            verdicts.append(Verdict(path.name, CONFLICTS, detail))
+    return verdicts
+
+
+def check_upstream(layout: Layout, version: str) -> str:
+    """Fetch release ``version`` and return the markdown report of the series."""
+    check_version(version)
+    pin = load_pin(layout.pin_file)
+    series = series_mod.load(layout.patches)
+    wheel = fetch_release(pin, version, layout.cache)
+    with tempfile.TemporaryDirectory(prefix="sglpatch-upstream-") as scratch:
+        tree = Path(scratch, "sglang")
+        init_from_wheel(wheel.path, wheel.sha256, version, pin.released, tree)
+        blob = Git(tree).rev(f"HEAD:{pin.target}")
+        verdicts = classify(tree, series.paths)
+    return render(pin, version, wheel, blob, verdicts)
+
+
+def fetch_release(pin: Pin, version: str, cache: Path) -> Wheel:
+    """The wheel of sglang ``version``, checked against the index's sha256."""
+    target = wheel_target(pin.wheel, *_MORE_PLATFORMS)
+    wheel = fetch([f"sglang=={version}"], target, cache / "upstream")[0]
+    note(f"{wheel.path.name}: sha256 {wheel.sha256} ({wheel.verified_by})")
+    return wheel
+
+
+def render(
+    pin: Pin, version: str, wheel: Wheel, blob: str | None, verdicts: list[Verdict]
+) -> str:
+    """The report as a markdown section with one table row per patch."""
+    same = "unchanged" if blob == pin.target_blob else "changed"
+    checked = "matches the index" if wheel.verified_by == "index" else "computed"
+    lines = [
+        f"## sglang {version} vs the series on {pin.tag} ({len(verdicts)} patch(es))",
+        "",
+        f"- wheel: `{wheel.path.name}`, sha256 `{wheel.sha256}` ({checked})",
+        f"- `{pin.target}`: blob `{blob or 'missing'}`, {same} since {pin.tag}",
+        "",
+        "| # | patch | result | detail |",
+        "| --- | --- | --- | --- |",
+    ]
+    for number, verdict in enumerate(verdicts, 1):
+        cells = (str(number), f"`{verdict.patch}`", verdict.result, verdict.detail)
+        lines.append(
+            "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+        )
+    if not verdicts:
+        lines.append("| - | (the series is empty) | - | - |")
+    counts = {
+        r: sum(v.result == r for v in verdicts) for r in (APPLIES, UPSTREAM, CONFLICTS)
+    }
+    lines += ["", ", ".join(f"{n} {r}" for r, n in counts.items())]
+    return "\n".join(lines)

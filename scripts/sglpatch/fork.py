@@ -1,0 +1,145 @@
+"""Apply the series to a user's SGLang checkout, on a new branch, atomically."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from sglpatch import series as series_mod
+from sglpatch.console import note
+from sglpatch.errors import UserError
+from sglpatch.gitcmd import Git, output_of, scratch_worktree
+from sglpatch.layout import Layout
+from sglpatch.patchinfo import abort_am, describe_failure
+from sglpatch.pin import Pin, load_pin
+from sglpatch.series import Series
+
+_BUSY = {
+    "rebase-apply": "a git am or rebase",
+    "rebase-merge": "a rebase",
+    "MERGE_HEAD": "a merge",
+    "CHERRY_PICK_HEAD": "a cherry-pick",
+    "REVERT_HEAD": "a revert",
+}
+
+
+def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> str:
+    """Apply the series to ``path`` on a new branch and check it out; return its name.
+
+    Patches are applied in a temporary worktree; the branch is created and
+    checked out only once all of them applied, so a failure changes nothing.
+    """
+    pin = load_pin(layout.pin_file)
+    series = series_mod.load(layout.patches)
+    git = open_checkout(path, pin)
+    branch = f"sglpatch/{pin.tag}-{len(series)}-patches"
+    _check_ready(git, series, branch)
+    blob = git.rev(f"HEAD:{pin.target}")
+    if blob != pin.target_blob and not three_way:
+        raise UserError(_differs_message(git, pin, series, blob))
+    commit = _apply_in_worktree(git, series, three_way)
+    _create_and_switch(git, branch, commit)
+    note(f"{git.cwd}: on new branch {branch} (+{len(series)} commit(s))")
+    return branch
+
+
+def open_checkout(path: Path, pin: Pin) -> Git:
+    """Git of the SGLang checkout at ``path``; refuse anything else."""
+    if not path.is_dir():
+        raise UserError(
+            f"{path} is not a directory: pass the root of an SGLang checkout"
+        )
+    proc = Git(path, isolated=False).run("rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0:
+        raise UserError(
+            f"{path} is not a git checkout: clone SGLang, check out {pin.tag}, pass that"
+        )
+    git = Git(Path(proc.stdout.decode().strip()), isolated=False)
+    if not (git.cwd / pin.target).is_file() or not git.rev(f"HEAD:{pin.target}"):
+        raise UserError(
+            f"{git.cwd} is not an SGLang checkout (no {pin.target} committed there):"
+            f" pass the root of a clone of SGLang at {pin.tag}"
+        )
+    return git
+
+
+def _check_ready(git: Git, series: Series, branch: str) -> None:
+    """Refuse an empty series, a busy or dirty tree, or an existing branch."""
+    if not len(series):
+        raise UserError(f"the series is empty: nothing to apply to {git.cwd}")
+    git_dir = Path(git.out("rev-parse", "--absolute-git-dir"))
+    for marker, what in _BUSY.items():
+        if (git_dir / marker).exists():
+            raise UserError(
+                f"{git.cwd} is in the middle of {what}: finish or abort it first"
+            )
+    if git.out("status", "--porcelain", "--untracked-files=no"):
+        raise UserError(
+            f"{git.cwd} has uncommitted changes: commit or stash them, then apply again"
+        )
+    if git.rev(f"refs/heads/{branch}"):
+        raise UserError(
+            f"branch {branch} already exists in {git.cwd}: delete or rename it"
+            f" (git branch -m {branch} <new name>), then apply again"
+        )
+
+
+def _differs_message(git: Git, pin: Pin, series: Series, blob: str | None) -> str:
+    """Why the checkout was refused, which patches fail, and what to do."""
+    failing = dry_run(git, series)
+    verdict = (
+        f"{len(failing)} of {len(series)} patch(es) do not apply: {'; '.join(failing)}"
+        if failing
+        else f"all {len(series)} patch(es) pass `git apply --check`"
+    )
+    return (
+        f"{pin.target} at HEAD of {git.cwd} is blob {blob}, not {pin.target_blob} of"
+        f" {pin.tag} (base.toml); {verdict}; check out {pin.tag} first, or rerun with"
+        f" --three-way (make apply SGLANG_DIR={git.cwd} THREE_WAY=1) to merge them"
+    )
+
+
+def dry_run(git: Git, series: Series) -> list[str]:
+    """``git apply --check`` each patch on a scratch index of HEAD; list failures."""
+    failing = []
+    with tempfile.TemporaryDirectory(prefix="sglpatch-index-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch, "index"))}
+        git.run("read-tree", "HEAD", env=env)
+        for path in series.paths:
+            check = git.run(
+                "apply", "--cached", "--check", str(path), check=False, env=env
+            )
+            if check.returncode == 0:
+                git.run("apply", "--cached", str(path), env=env)
+            else:
+                failing.append(
+                    f"{path.name} ({describe_failure(path, output_of(check))})"
+                )
+    return failing
+
+
+def _apply_in_worktree(git: Git, series: Series, three_way: bool) -> str:
+    """``git am`` the series in a scratch worktree of HEAD; return the last commit."""
+    options = ["am", "--keep-non-patch", *(["--3way"] if three_way else [])]
+    with scratch_worktree(git, "HEAD") as work:
+        for number, path in enumerate(series.paths, 1):
+            proc = work.run(*options, str(path), check=False)
+            if proc.returncode != 0:
+                raise UserError(
+                    f"patch {number}/{len(series)} {path.name} does not apply to"
+                    f" {git.cwd}: {abort_am(work, path, proc)};"
+                    " nothing was changed there"
+                )
+        return work.out("rev-parse", "HEAD")
+
+
+def _create_and_switch(git: Git, branch: str, commit: str) -> None:
+    """Create ``branch`` at ``commit`` and check it out; undo the branch on failure."""
+    git.run("branch", branch, commit)
+    proc = git.run("checkout", "-q", branch, check=False)
+    if proc.returncode != 0:
+        git.run("branch", "-D", branch, check=False)
+        lines = output_of(proc).strip().splitlines() or ["git checkout failed"]
+        raise UserError(
+            f"could not check out {branch} in {git.cwd}: {lines[0]}; nothing was changed"
+        )
