@@ -15,6 +15,10 @@ class BenchConfig:
     draft_tokens: int = 4
     topk: int = 1
     page_size: int = 64
+    # Kimi-K2.5 / DeepSeek-V3 attention: 64 query heads per rank (TP 4 with DP
+    # attention, i.e. attention TP size 1); sizes the padded-query buffers.
+    num_heads: int = 64
+    attn_tp_size: int = 1
     contexts: list[int] = field(default_factory=lambda: [80 * 1024, 160 * 1024])
     batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 32, 64])
     cuda_graph_max_bs: int = 64
@@ -44,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-tokens", type=int, default=d.draft_tokens, help="speculative_num_draft_tokens")
     p.add_argument("--topk", type=int, default=d.topk, choices=(1,), help="speculative_eagle_topk (trtllm_mla: 1)")
     p.add_argument("--page-size", type=int, default=d.page_size, choices=(32, 64))
+    p.add_argument("--num-heads", type=int, default=d.num_heads, help="num_attention_heads of the model")
+    p.add_argument("--attn-tp-size", type=int, default=d.attn_tp_size, help="attention TP size")
     p.add_argument("--contexts", type=_ints, default=d.contexts, help="context lengths, e.g. 81920,163840")
     p.add_argument("--batch-sizes", type=_ints, default=d.batch_sizes, help="e.g. 1,8,32,64")
     p.add_argument("--cuda-graph-max-bs", type=int, default=d.cuda_graph_max_bs)
@@ -61,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
-    for name in ("steps", "draft_tokens", "cuda_graph_max_bs", "memory_context"):
+    for name in ("steps", "draft_tokens", "cuda_graph_max_bs", "memory_context", "num_heads", "attn_tp_size"):
         if getattr(args, name) < 1:
             raise SystemExit(f"make bench: error: --{name.replace('_', '-')} must be >= 1")
     if max(args.batch_sizes) > args.cuda_graph_max_bs:
@@ -71,6 +77,8 @@ def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
         draft_tokens=args.draft_tokens,
         topk=args.topk,
         page_size=args.page_size,
+        num_heads=args.num_heads,
+        attn_tp_size=args.attn_tp_size,
         contexts=args.contexts,
         batch_sizes=args.batch_sizes,
         cuda_graph_max_bs=args.cuda_graph_max_bs,

@@ -32,10 +32,11 @@ class TreeBench:
         self.cuda = self.device == "cuda"
 
     def setup(self, context_len: int, max_bs: int):
-        from mla_harness.standin import Setup
+        from mla_harness.standin import MLAModel, Setup
 
         c = self.cfg
         return Setup(
+            model=MLAModel(num_attention_heads=c["num_heads"], attention_tp_size=c["attn_tp_size"]),
             page_size=c["page_size"],
             context_len=context_len,
             max_bs=max_bs,
