@@ -66,3 +66,54 @@ def test_target_verify_replay_has_no_cast(results, plan, tree):
         counts = call["counts"]
         assert "_to_copy" not in counts["torch"]
         assert counts["launches"] <= 3
+
+
+def _block_table_bytes(setup):
+    """(max_bs, padded pages) int32: TRT-LLM wants pages % (128 / page) == 0 and
+    the Triton kernel whole 4096-token blocks, so pages round up to their lcm."""
+    import math
+
+    page = setup["page_size"]
+    pages = -(-setup["context_len"] // page)
+    multiple = math.lcm(128 // page, 4096 // page)
+    return setup["max_bs"] * (-(-pages // multiple) * multiple) * INT32
+
+
+def _states(results, plan, tree, phase):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+        yield scenario["setup"], out[phase][0]
+
+
+@pytest.mark.parametrize("tree", ON_BOTH)
+@pytest.mark.parametrize("phase", ["draft_graph", "verify_graph", "extend_v1_graph", "decode_graph"])
+def test_graph_state_is_one_block_table(results, plan, tree, phase):
+    """0003: init_cuda_graph_state allocates the block table and nothing else;
+    the multi-step draft's steps share one."""
+    for setup, state in _states(results, plan, tree, phase):
+        assert state["state"]["alloc_bytes"] == _block_table_bytes(setup)
+
+
+@pytest.mark.parametrize("tree", ON_BOTH)
+def test_draft_steps_share_one_block_table(results, plan, tree):
+    """0003: every step's captured graph reads the same block table."""
+    for setup, state in _states(results, plan, tree, "draft_graph"):
+        for per_step in state["capture_ptrs"].values():
+            assert len({p["block_kv_indices"] for p in per_step}) == 1
+
+
+@pytest.mark.parametrize("tree", ON_BOTH)
+def test_draft_metadata_is_one_launch_per_iteration(results, plan, tree):
+    """0003: the shared table is refreshed once per draft iteration (graph
+    replay), and built once (fill + kernel) on the eager path."""
+    for _, call in _each(results, plan, tree, "draft_graph"):
+        assert call["counts"]["launches"] == 1
+    for _, call in _each(results, plan, tree, "draft_eager"):
+        assert call["counts"]["launches"] <= 2
+
+
+@pytest.mark.parametrize("tree", ON_BOTH)
+@pytest.mark.parametrize("phase", ["extend_v1_eager", "extend_v2_eager"])
+def test_eager_draft_extend_skips_unread_cu_seqlens_q(results, plan, tree, phase):
+    """0003: forward_extend pads with its own cumsum; metadata.cu_seqlens_q is unread."""
+    for _, call in _each(results, plan, tree, phase):
+        assert not {"cumsum", "constant_pad_nd"} & set(call["counts"]["torch"])
