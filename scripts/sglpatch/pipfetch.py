@@ -63,7 +63,7 @@ def fetch(requirements: list[str], target: WheelTarget, cache: Path) -> list[Whe
     wanted = [(req, *records[req]) for req in requirements]
     wheels = _obtain(cache, target, wanted, "index")
     for wheel in wheels:
-        _write_record(cache, wheel, target)
+        remember(cache, wheel, target)
     return wheels
 
 
@@ -183,7 +183,7 @@ def _read_record(cache: Path, req: str, target: WheelTarget) -> tuple[str, str] 
     )
 
 
-def _write_record(cache: Path, wheel: Wheel, target: WheelTarget) -> None:
+def remember(cache: Path, wheel: Wheel, target: WheelTarget) -> None:
     """Remember which wheel ``wheel.requirement`` resolved to."""
     path = _record_path(cache, wheel.requirement, target)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,8 +31,8 @@ def _unsafe_reason(info: zipfile.ZipInfo) -> str | None:
         return "absolute path"
     if "\\" in name or ".." in parts or not parts:
         return "path escapes the target folder"
-    mode = info.external_attr >> 16
-    if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
         return "symbolic link or special file"
     return None
 

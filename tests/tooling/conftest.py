@@ -1,0 +1,126 @@
+"""Fixtures of the sglpatch tests: an offline environment, workspaces, patches.
+
+Everything is built in temporary folders. The only input from outside is the
+pinned wheel, taken from build/cache (or SGLPATCH_TEST_WHEEL, or /tmp/w) and
+downloaded once into build/cache when none of those has it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sgltest import (  # noqa: E402
+    PIN,
+    ROOT,
+    SCRIPTS,
+    TARGET,
+    Workspace,
+    commit_all,
+    edit_target,
+    git,
+)
+
+
+@pytest.fixture(scope="session")
+def offline_env(tmp_path_factory: pytest.TempPathFactory):
+    """No user git config, a fixed identity, and a pip that cannot reach an index."""
+    home = tmp_path_factory.mktemp("home")
+    gitconfig = home / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.invalid\n")
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith(("GIT_", "SGLPATCH_", "PIP_"))]:
+        del os.environ[key]
+    os.environ.update(
+        GIT_CONFIG_GLOBAL=str(gitconfig),
+        GIT_CONFIG_NOSYSTEM="1",
+        PIP_NO_INDEX="1",
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_FIND_LINKS=str(home),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHONPATH=str(SCRIPTS),
+    )
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def pinned_wheel(offline_env) -> Path:
+    """The pinned wheel, verified; fetched once into build/cache if need be."""
+    from sglpatch.upstream import fetch_pinned_wheel
+
+    cache = ROOT / "build" / "cache"
+    for candidate in (os.environ.get("SGLPATCH_TEST_WHEEL"), "/tmp/w/" + PIN.wheel):
+        if candidate and Path(candidate).is_file() and not (cache / PIN.wheel).exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(candidate, cache / PIN.wheel)
+    offline = {k: os.environ.pop(k) for k in ("PIP_NO_INDEX", "PIP_CONFIG_FILE")}
+    try:  # the one download the tests may make, when no copy is around
+        return fetch_pinned_wheel(PIN, cache).path
+    finally:
+        os.environ.update(offline)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, pinned_wheel: Path) -> Workspace:
+    """A fresh workspace whose cache already holds the pinned wheel."""
+    return Workspace.create(tmp_path, pinned_wheel)
+
+
+@pytest.fixture(scope="session")
+def raw_patches(tmp_path_factory: pytest.TempPathFactory, pinned_wheel: Path) -> Path:
+    """Three patches made by plain ``git format-patch`` against the real base.
+
+    0001 edits the imports, 0002 appends a function, 0003 adds a new file.
+    """
+    root = tmp_path_factory.mktemp("raw")
+    space = Workspace.create(root, pinned_wheel)
+    space.ok("apply")
+    tree = space.tree
+    edit_target(tree, "import math\n", "import math  # [perf] used by the page math\n")
+    commit_all(
+        tree,
+        "Alice Dev <alice@example.com>",
+        "[perf] Skip a needless fill",
+        "2026-06-01T10:00:00+02:00",
+    )
+    with (tree / TARGET).open("a") as handle:
+        handle.write("\n\ndef sglpatch_helper() -> int:\n    return 42\n")
+    commit_all(
+        tree,
+        "Bob Dev <bob@example.com>",
+        "[fix] Add a helper\n\nWith a body line.",
+        "2026-06-02T11:30:00+00:00",
+    )
+    new_file = tree / "python/sglang/srt/layers/attention/sglpatch_note.py"
+    new_file.write_text('"""A file the series adds."""\n\nNOTE = "patched"\n')
+    commit_all(
+        tree,
+        "Alice Dev <alice@example.com>",
+        "[feat] Add a note module",
+        "2026-06-03T09:15:00-07:00",
+    )
+    out = root / "out"
+    git(tree, "format-patch", "-q", "-o", str(out), "base/v0.5.12..HEAD")
+    return out
+
+
+@pytest.fixture(scope="session")
+def canonical_patches(
+    tmp_path_factory: pytest.TempPathFactory, raw_patches: Path, pinned_wheel: Path
+) -> Path:
+    """The raw patches applied and exported by sglpatch: the canonical form."""
+    space = Workspace.create(tmp_path_factory.mktemp("canonical"), pinned_wheel)
+    space.use_patches(raw_patches)
+    space.ok("apply")
+    for path in space.patches.glob("*.patch"):
+        path.unlink()
+    space.ok("export")
+    return space.patches

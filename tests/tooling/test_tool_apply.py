@@ -1,0 +1,232 @@
+"""``sglpatch apply``: the build tree from the pinned wheel plus the series."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+from sgltest import (
+    BASE_COMMIT,
+    PIN,
+    TARGET,
+    Workspace,
+    commit_all,
+    edit_target,
+    git,
+    one_error_line,
+    write_series,
+)
+
+
+def test_apply_lays_out_the_whole_package(workspace: Workspace, pinned_wheel: Path):
+    workspace.ok("apply")
+    tree = workspace.tree
+    with zipfile.ZipFile(pinned_wheel) as archive:
+        files = [
+            n for n in archive.namelist() if n.startswith("sglang/") and n[-1] != "/"
+        ]
+    committed = git(tree, "ls-files", "python/sglang").splitlines()
+    assert sorted(committed) == sorted(f"python/{name}" for name in files)
+    assert (tree / "python/sglang/jit_kernel/include").is_dir()
+    assert git(tree, "rev-parse", f"HEAD:{TARGET}") == PIN.target_blob
+    assert git(tree, "rev-parse", "base/v0.5.12") == BASE_COMMIT
+    assert git(tree, "symbolic-ref", "HEAD") == "refs/heads/patched"
+    assert git(tree, "status", "--porcelain") == ""
+
+
+def test_base_commit_is_deterministic(
+    workspace: Workspace, tmp_path_factory, pinned_wheel
+):
+    workspace.ok("apply")
+    other = Workspace.create(tmp_path_factory.mktemp("other"), pinned_wheel)
+    other.ok("apply")
+    assert workspace.head() == other.head() == BASE_COMMIT
+    log = git(
+        workspace.tree,
+        "log",
+        "-1",
+        "--format=%an <%ae> %ad|%cn <%ce> %cd",
+        "--date=iso",
+    )
+    release = "SGLang release <release@sglang.invalid> 2026-05-16 00:00:00 +0000"
+    assert log == f"{release}|{release}"
+    message = git(workspace.tree, "log", "-1", "--format=%B")
+    assert PIN.wheel in message and PIN.wheel_sha256 in message and "0.5.12" in message
+
+
+def test_base_worktree_and_trees(workspace: Workspace):
+    workspace.ok("apply")
+    base = workspace.build / "base"
+    assert git(base, "rev-parse", "HEAD") == BASE_COMMIT
+    assert (base / TARGET).is_file()
+    out = workspace.ok("trees").stdout.splitlines()
+    assert out == [
+        f"base={(base / 'python').resolve()}",
+        f"patched={(workspace.tree / 'python').resolve()}",
+    ]
+
+
+def test_patches_become_one_commit_each(workspace: Workspace, raw_patches: Path):
+    names = workspace.use_patches(raw_patches)
+    workspace.ok("apply")
+    tree = workspace.tree
+    log = git(
+        tree,
+        "log",
+        "--reverse",
+        "--format=%an|%ad|%s|%cn",
+        "--date=iso",
+        "base/v0.5.12..",
+    )
+    assert log.splitlines() == [
+        "Alice Dev|2026-06-01 10:00:00 +0200|[perf] Skip a needless fill|sglpatch",
+        "Bob Dev|2026-06-02 11:30:00 +0000|[fix] Add a helper|sglpatch",
+        "Alice Dev|2026-06-03 09:15:00 -0700|[feat] Add a note module|sglpatch",
+    ]
+    assert len(names) == 3
+    # Committer dates equal author dates, so the commit ids are reproducible.
+    assert git(tree, "log", "-1", "--format=%cd") == git(
+        tree, "log", "-1", "--format=%ad"
+    )
+    assert git(workspace.build / "base", "rev-parse", "HEAD") == BASE_COMMIT
+
+
+def test_patched_commits_are_deterministic(
+    workspace, raw_patches, tmp_path_factory, pinned_wheel
+):
+    workspace.use_patches(raw_patches)
+    workspace.ok("apply")
+    other = Workspace.create(tmp_path_factory.mktemp("again"), pinned_wheel)
+    other.use_patches(raw_patches)
+    other.ok("apply")
+    assert workspace.head() == other.head()
+
+
+def test_rerun_is_a_no_op(workspace: Workspace, raw_patches: Path):
+    workspace.use_patches(raw_patches)
+    workspace.ok("apply")
+    head, target = workspace.head(), workspace.tree / TARGET
+    before = target.stat().st_mtime_ns
+    proc = workspace.ok("apply")
+    assert "up to date" in proc.stderr
+    assert workspace.head() == head and target.stat().st_mtime_ns == before
+
+
+def test_changed_patch_rebuilds(workspace: Workspace, raw_patches: Path):
+    names = workspace.use_patches(raw_patches)
+    workspace.ok("apply")
+    old_head = workspace.head()
+    patch = workspace.patches / names[1]
+    patch.write_text(patch.read_text().replace("return 42", "return 43"))
+    workspace.ok("apply")
+    assert workspace.head() != old_head
+    assert "return 43" in (workspace.tree / TARGET).read_text()
+    assert git(workspace.tree, "rev-list", "--count", "base/v0.5.12..") == "3"
+
+
+def test_failing_patch_leaves_last_good_commit(workspace: Workspace, raw_patches: Path):
+    names = workspace.use_patches(raw_patches)
+    bad = workspace.patches / names[1]
+    # Break the context of the hunk that appends the helper.
+    lines = bad.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("@@")) + 1
+    lines[at] = " this context line does not exist\n"
+    bad.write_text("".join(lines))
+    error = one_error_line(workspace.tool("apply"))
+    assert names[1] in error and TARGET in error and "hunk #1 of 1" in error
+    tree = workspace.tree
+    assert git(tree, "log", "-1", "--format=%s") == "[perf] Skip a needless fill"
+    assert git(tree, "status", "--porcelain", "--untracked-files=no") == ""
+    assert not (tree / ".git" / "rebase-apply").exists()
+    stamp = json.loads((tree / ".git" / "sglpatch-stamp").read_text())
+    assert stamp["complete"] is False
+    # Fixing the series makes the next apply rebuild completely.
+    workspace.use_patches(raw_patches)
+    workspace.ok("apply")
+    assert git(tree, "rev-list", "--count", "base/v0.5.12..") == "3"
+
+
+def test_local_commits_are_kept_and_protected(workspace: Workspace, raw_patches: Path):
+    names = workspace.use_patches(raw_patches)
+    workspace.ok("apply")
+    edit_target(workspace.tree, "import logging\n", "import logging  # local work\n")
+    commit_all(
+        workspace.tree, "Dev <dev@example.com>", "Local work", "2026-06-05T00:00:00Z"
+    )
+    head = workspace.head()
+    assert "not in patches/" in workspace.ok("apply").stderr
+    assert workspace.head() == head
+    (workspace.patches / names[2]).unlink()
+    write_series(workspace.patches, names[:2])
+    error = one_error_line(workspace.tool("apply"))
+    assert "1 commit(s) not in patches/" in error and "make export" in error
+    assert workspace.head() == head
+
+
+def test_checksum_mismatch_is_refused_and_nothing_deleted(workspace: Workspace):
+    cached = workspace.build / "cache" / PIN.wheel
+    cached.unlink()
+    cached.write_bytes(b"not the wheel")
+    mine = workspace.build / "my-notes.txt"
+    mine.write_text("keep me")
+    error = one_error_line(workspace.tool("apply"))
+    assert f"checksum mismatch for {cached}" in error
+    assert PIN.wheel_sha256 in error
+    actual = hashlib.sha256(b"not the wheel").hexdigest()
+    assert actual in error
+    aside = cached.with_name(f"{PIN.wheel}.bad-{actual[:12]}")
+    assert aside.read_bytes() == b"not the wheel" and mine.read_text() == "keep me"
+    assert not workspace.tree.exists()
+
+
+def test_pip_failure_names_package_version_and_file(workspace: Workspace):
+    (workspace.build / "cache" / PIN.wheel).unlink()
+    error = one_error_line(workspace.tool("apply"))
+    assert "pip could not fetch sglang==0.5.12" in error and PIN.wheel in error
+    assert "No matching distribution" in error or "satisfies the requirement" in error
+
+
+def test_unknown_source(workspace: Workspace):
+    error = one_error_line(workspace.tool("apply", "--source", "tarball"))
+    assert "unknown --source 'tarball'" in error
+
+
+def test_missing_git(workspace: Workspace, tmp_path: Path):
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    error = one_error_line(workspace.tool("apply", env={"PATH": str(empty)}))
+    assert "git not found" in error
+
+
+def test_series_entry_without_file(workspace: Workspace):
+    write_series(workspace.patches, ["0001-missing.patch"])
+    error = one_error_line(workspace.tool("apply"))
+    assert "0001-missing.patch is listed but" in error
+
+
+def test_foreign_build_tree_is_not_touched(workspace: Workspace):
+    workspace.tree.mkdir(parents=True)
+    (workspace.tree / "mine.txt").write_text("x")
+    error = one_error_line(workspace.tool("apply"))
+    assert "not made by sglpatch" in error
+    assert (workspace.tree / "mine.txt").read_text() == "x"
+
+
+def test_cli_usage_errors_are_one_line(workspace: Workspace):
+    error = one_error_line(workspace.tool("frobnicate"))
+    assert "invalid choice" in error
+
+
+def test_tree_path_overrides(workspace: Workspace, tmp_path: Path):
+    env = {
+        "SGLPATCH_BASE_TREE": str(tmp_path / "b"),
+        "SGLPATCH_PATCHED_TREE": str(tmp_path),
+    }
+    out = workspace.ok("trees", env=env).stdout.splitlines()
+    assert out == [f"base={tmp_path / 'b'}", f"patched={tmp_path}"]
+    from sglpatch.trees import tree_paths
+
+    trees = tree_paths(workspace.build)
+    assert trees.patched == (workspace.build / "sglang" / "python").resolve()

@@ -1,0 +1,203 @@
+"""Unit tests of the small sglpatch modules: pin, series, safezip, patchinfo."""
+
+from __future__ import annotations
+
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+from sglpatch import series
+from sglpatch.bundle import read_requirements
+from sglpatch.digest import git_blob_id
+from sglpatch.errors import UserError
+from sglpatch.export import slug
+from sglpatch.patchinfo import describe_failure, parse, touched_files
+from sglpatch.pin import check_version, load_pin
+from sglpatch.safezip import extract_package
+from sglpatch.upstream import wheel_target
+from sgltest import PIN, ROOT
+
+PATCH = """\
+From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A <a@example.com>
+Subject: [PATCH] [perf] Two hunks and a new file
+
+diff --git a/pkg/mod.py b/pkg/mod.py
+index 1111111111111111111111111111111111111111..2222222222222222222222222222222222222222 100644
+--- a/pkg/mod.py
++++ b/pkg/mod.py
+@@ -3,6 +3,7 @@ import os
+ a
++b
+@@ -120,7 +121,9 @@ def f():
+ c
+diff --git a/pkg/new.py b/pkg/new.py
+new file mode 100644
+--- /dev/null
++++ b/pkg/new.py
+@@ -0,0 +1 @@
++x = 1
+diff --git a/pkg/gone.py b/pkg/gone.py
+deleted file mode 100644
+--- a/pkg/gone.py
++++ /dev/null
+@@ -1 +0,0 @@
+-y = 2
+"""
+
+
+def test_real_pin_loads():
+    assert PIN.version == "0.5.12" and PIN.base_tag == "base/v0.5.12"
+    assert PIN.wheel.startswith("sglang-0.5.12-")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (('wheel_sha256 = "4ed7', 'wheel_sha256 = "XYZ'), "wheel_sha256"),
+        (('released = "2026-05-16"', 'released = "May"'), "released"),
+        (('target_blob = "', '#target_blob = "'), "lacks target_blob"),
+    ],
+)
+def test_bad_pin_is_refused(tmp_path: Path, edit, message):
+    text = PIN.raw.decode().replace(*edit)
+    (tmp_path / "base.toml").write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_pin(tmp_path / "base.toml")
+
+
+@pytest.mark.parametrize("version", ["0.5", "latest", "0.5.13; rm -rf /", ""])
+def test_bad_version_is_refused(version):
+    with pytest.raises(UserError, match="bad version"):
+        check_version(version)
+
+
+def test_series_parsing_ignores_comments_and_blanks(tmp_path: Path):
+    for name in ("0001-a.patch", "0002-b.patch"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "series").write_text(
+        "# header\n\n0001-a.patch\n  # indented comment\n0002-b.patch # why\n"
+    )
+    assert series.load(tmp_path).names == ("0001-a.patch", "0002-b.patch")
+
+
+def test_series_absent_is_empty(tmp_path: Path):
+    assert len(series.load(tmp_path)) == 0
+
+
+def test_series_problems_are_all_listed(tmp_path: Path):
+    (tmp_path / "0001-a.patch").write_text("x")
+    (tmp_path / "0003-c.patch").write_text("x")
+    (tmp_path / "series").write_text("0001-a.patch\n0002-missing.patch\n0001-a.patch\n")
+    found = series.problems(tmp_path)
+    assert any("0002-missing.patch is listed but" in p for p in found)
+    assert any("0001-a.patch is listed twice" in p for p in found)
+    assert any("0003-c.patch is in" in p and "not listed" in p for p in found)
+    with pytest.raises(UserError, match="0002-missing.patch"):
+        series.load(tmp_path)
+
+
+def _zip(path: Path, entries: dict[str, bytes], links: tuple[str, ...] = ()) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (
+                (stat.S_IFREG | 0o755) << 16 if name.endswith(".sh") else 0
+            )
+            archive.writestr(info, data)
+        for name in links:
+            info = zipfile.ZipInfo(name)
+            info.create_system = 3
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, "/etc/passwd")
+    return path
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["sglang/../../x", "../x", "/etc/evil", "sglang/..\\..\\x", "C:/x"],
+)
+def test_unsafe_zip_entries_are_refused(tmp_path: Path, bad: str):
+    wheel = _zip(tmp_path / "w.whl", {"sglang/ok.py": b"1", bad: b"evil"})
+    dest = tmp_path / "dest"
+    with pytest.raises(UserError, match="unsafe entry"):
+        extract_package(wheel, "sglang", dest)
+    assert not dest.exists() or not any(dest.rglob("*"))
+    assert not (tmp_path / "x").exists()
+
+
+def test_symlink_zip_entry_is_refused(tmp_path: Path):
+    wheel = _zip(tmp_path / "w.whl", {"sglang/ok.py": b"1"}, links=("sglang/link",))
+    with pytest.raises(UserError, match="symbolic link"):
+        extract_package(wheel, "sglang", tmp_path / "dest")
+
+
+def test_zip_lays_out_every_file_of_the_package(tmp_path: Path):
+    entries = {
+        "sglang/__init__.py": b"",
+        "sglang/data/table.json": b"{}",
+        "sglang/tool.sh": b"#!/bin/sh\n",
+        "sglang-0.0.dist-info/METADATA": b"x",
+    }
+    dest = tmp_path / "python"
+    assert extract_package(_zip(tmp_path / "w.whl", entries), "sglang", dest) == 3
+    assert (dest / "sglang/data/table.json").read_bytes() == b"{}"
+    assert (dest / "sglang/tool.sh").stat().st_mode & 0o111
+    assert not (dest / "sglang-0.0.dist-info").exists()
+
+
+def test_patch_parsing():
+    diffs = parse(PATCH)
+    assert [d.path for d in diffs] == ["pkg/mod.py", "pkg/new.py", "pkg/gone.py"]
+    assert [h.old_start for h in diffs[0].hunks] == [3, 120]
+    assert diffs[2].new_path is None
+
+
+def test_touched_files_skip_deletions(tmp_path: Path):
+    (tmp_path / "p.patch").write_text(PATCH)
+    assert touched_files(tmp_path / "p.patch") == ["pkg/mod.py", "pkg/new.py"]
+
+
+def test_failure_names_file_and_hunk(tmp_path: Path):
+    (tmp_path / "p.patch").write_text(PATCH)
+    output = (
+        "error: patch failed: pkg/mod.py:120\n"
+        "error: pkg/mod.py: patch does not apply\n"
+        "CONFLICT (content): Merge conflict in pkg/mod.py\n"
+        "error: pkg/new.py: already exists in working directory\n"
+    )
+    text = describe_failure(tmp_path / "p.patch", output)
+    assert "pkg/mod.py: hunk #2 of 2 (@@ -120,7 +121,9 @@) does not apply" in text
+    assert "3-way merge conflicts" in text and "pkg/new.py: exists" in text
+    assert describe_failure(tmp_path / "p.patch", "error: corrupt patch at line 7") == (
+        "corrupt patch at line 7"
+    )
+
+
+def test_slug_matches_git_style():
+    assert slug("[perf] Skip the zero fill (EAGLE)") == "perf-Skip-the-zero-fill-EAGLE"
+    assert slug("...") == "patch"
+    assert len(slug("x" * 200)) == 52
+
+
+def test_git_blob_id_matches_git():
+    assert git_blob_id(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
+
+
+def test_wheel_target_from_pinned_name():
+    target = wheel_target(PIN.wheel)
+    assert target.python_version == "3.11"
+    assert target.platforms == ("manylinux_2_34_x86_64",)
+
+
+def test_gpu_requirements_are_pinned_once():
+    reqs = read_requirements(ROOT / "ci" / "requirements-gpu.txt")
+    assert len(reqs) == 24 and all("==" in r for r in reqs)
+    assert "transformers==5.6.0" in reqs and "tokenizers==0.22.1" in reqs
+
+
+def test_unpinned_requirement_is_refused(tmp_path: Path):
+    (tmp_path / "r.txt").write_text("orjson\n")
+    with pytest.raises(UserError, match="not pinned"):
+        read_requirements(tmp_path / "r.txt")
