@@ -130,10 +130,12 @@ class TreeBench:
             ):
                 st = statics[name]
                 st.load(forward_batch(batch, mode, b.runner, self.device, spec), bs)
-                args = (bs, st.req_pool_indices[:bs], st.seq_lens[:bs], sum(lens), None, mode, spec)
+                # As SGLang's runners: draft extend passes whole buffers, verify [:bs].
+                rows = None if name == "extend" else bs
+                args = (bs, st.req_pool_indices[:rows], st.seq_lens[:rows], sum(lens), None, mode, spec)
                 phases[f"{name}_replay"] = self.timed(
-                    lambda backend=backend, args=args, st=st: backend.init_forward_metadata_replay_cuda_graph(
-                        *args, seq_lens_cpu=st.seq_lens_cpu[:bs]
+                    lambda backend=backend, args=args, st=st, rows=rows: backend.init_forward_metadata_replay_cuda_graph(
+                        *args, seq_lens_cpu=st.seq_lens_cpu[:rows]
                     )
                 )
             eager_fb = forward_batch(batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info())

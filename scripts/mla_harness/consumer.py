@@ -121,9 +121,10 @@ class Check:
                 backend.init_forward_metadata_replay_cuda_graph(static.padded_draft_batch(fb, bs), bs)
             else:
                 static.load(fb, bs)
+                rows = None if mode.startswith("extend") else bs  # as SGLang's runners pass them
                 backend.init_forward_metadata_replay_cuda_graph(
-                    bs, static.req_pool_indices[:bs], static.seq_lens[:bs], fb.seq_lens_sum, None, fmode, spec,
-                    seq_lens_cpu=static.seq_lens_cpu[:bs],
+                    bs, static.req_pool_indices[:rows], static.seq_lens[:rows], fb.seq_lens_sum, None, fmode, spec,
+                    seq_lens_cpu=static.seq_lens_cpu[:rows],
                 )
             g.replay()
             eager_fb = forward_batch(batch, fmode, b.runner, "cuda", spec)

@@ -6,7 +6,8 @@ in CI are the counts a GPU would see:
 - ``triton``: launches of ``@triton.jit`` kernels (``kernel[grid](...)``), by name;
 - ``torch``: aten ops that run a device kernel, i.e. not views and not bare
   allocations (``empty``), on device tensors;
-- ``launches``: the two together: what a GPU would launch;
+- ``graphs``: ``torch.cuda.CUDAGraph.replay`` calls (one launch each);
+- ``launches``: the three together: what the host launches;
 - ``syncs``: device-to-host reads (``.item()``, ``.tolist()``) of device tensors;
 - ``alloc_bytes`` / ``allocs``: fresh device storage created during the call.
 
@@ -34,19 +35,21 @@ HOST_READS = {"_local_scalar_dense", "item"}
 class Counts:
     triton: collections.Counter = field(default_factory=collections.Counter)
     torch: collections.Counter = field(default_factory=collections.Counter)
+    graphs: int = 0
     syncs: int = 0
     allocs: int = 0
     alloc_bytes: int = 0
 
     @property
     def launches(self) -> int:
-        return sum(self.triton.values()) + sum(self.torch.values())
+        return sum(self.triton.values()) + sum(self.torch.values()) + self.graphs
 
     def as_dict(self) -> dict:
         return {
             "launches": self.launches,
             "triton": dict(self.triton),
             "torch": dict(self.torch),
+            "graphs": self.graphs,
             "syncs": self.syncs,
             "allocs": self.allocs,
             "alloc_bytes": self.alloc_bytes,
@@ -152,6 +155,15 @@ def _install_triton_hook() -> None:
         return counted
 
     KernelInterface.__getitem__ = __getitem__
+    if hasattr(torch.cuda, "CUDAGraph"):
+        replay = torch.cuda.CUDAGraph.replay
+
+        def counted_replay(self):
+            for counts in _active:
+                counts.graphs += 1
+            return replay(self)
+
+        torch.cuda.CUDAGraph.replay = counted_replay
     _patched = True
 
 

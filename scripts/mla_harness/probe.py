@@ -177,16 +177,19 @@ class Driver:
             bs = self._graph_bs(batch.size)
             fb = self._fb(batch, mode, spec_info)
             static.load(fb, bs)
+            # The draft-extend runner passes its whole static buffers; the
+            # others pass [:bs] slices (as SGLang's runners do).
+            rows = None if mode.is_draft_extend(include_v2=True) else bs
             counts = self._call(
                 backend.init_forward_metadata_replay_cuda_graph,
                 bs,
-                static.req_pool_indices[:bs],
-                static.seq_lens[:bs],
+                static.req_pool_indices[:rows],
+                static.seq_lens[:rows],
                 fb.seq_lens_sum + (bs - batch.size) * fill,
                 None,
                 mode,
                 spec_info,
-                seq_lens_cpu=static.seq_lens_cpu[:bs],
+                seq_lens_cpu=static.seq_lens_cpu[:rows],
             )
             meta = backend.decode_cuda_graph_metadata[bs]
             lens = static.seq_lens if kernel_lens == "seq_lens" else meta.seq_lens_k
