@@ -6,12 +6,14 @@ import re
 from pathlib import Path
 
 from sglpatch import series as series_mod
+from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError
 from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
 from sglpatch.pin import load_pin
 from sglpatch.queue import BRANCH, open_build_tree, require_current
+from sglpatch.stamp import Stamp
 
 # Settings that could change format-patch output, pinned to git's defaults.
 _DIFF_CONFIG = (
@@ -113,8 +115,19 @@ def export_series(layout: Layout) -> list[str]:
             note(f"removed {stale.name}")
     if [e.name for e in series_mod.read_entries(directory)] != list(patches):
         series_mod.write(directory, list(patches))
+    _restamp(layout)
     note(f"exported {len(patches)} patch(es) to {directory}")
     return list(patches)
+
+
+def _restamp(layout: Layout) -> None:
+    """Record that the build tree now is what the exported series builds."""
+    old = stamp_mod.read(layout.sglang)
+    if old is not None:
+        pin = load_pin(layout.pin_file)
+        patches = stamp_mod.patches_digest(pin, series_mod.load(layout.patches))
+        head = Git(layout.sglang).rev(f"refs/heads/{BRANCH}")
+        stamp_mod.write(layout.sglang, Stamp(old.base, patches, head, True))
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:
