@@ -117,3 +117,13 @@ def test_eager_draft_extend_skips_unread_cu_seqlens_q(results, plan, tree, phase
     """0003: forward_extend pads with its own cumsum; metadata.cu_seqlens_q is unread."""
     for _, call in _each(results, plan, tree, phase):
         assert not {"cumsum", "constant_pad_nd"} & set(call["counts"]["torch"])
+
+
+@pytest.mark.parametrize("tree", ON_BOTH)
+@pytest.mark.parametrize("phase", ["verify_graph", "extend_v1_graph", "extend_v2_graph"])
+def test_replay_is_one_launch(results, plan, tree, phase):
+    """0004: seq_lens_k and the block table in one launch (a fused kernel, or a
+    replay of it captured in a CUDA graph on GPU)."""
+    for _, call in _each(results, plan, tree, phase):
+        assert call["counts"]["launches"] == 1
+        assert call["counts"]["allocs"] == 0
