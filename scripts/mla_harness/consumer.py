@@ -33,11 +33,11 @@ def paged_mla_decode(q, kv_cache, block_table, kv_lens, page_size, v_dim=512):
     bs, q_len = q.shape[:2]
     width = block_table.shape[1]
     pages = kv_cache[block_table.clamp(min=0).long()]  # (bs, width, page, 576)
-    kv = pages.reshape(bs, width * page_size, -1).float()
+    kv = pages.reshape(bs, width * page_size, -1).double()
     pos = torch.arange(width * page_size, device=q.device)
     q_pos = kv_lens[:, None].long() - q_len + torch.arange(q_len, device=q.device)
     mask = pos[None, None, :] <= q_pos[:, :, None]  # (bs, q_len, keys)
-    scores = torch.einsum("bqhd,bkd->bqhk", q.float(), kv) / 24.0
+    scores = torch.einsum("bqhd,bkd->bqhk", q.double(), kv) / 24.0
     scores = scores.masked_fill(~mask[:, :, None, :], float("-inf"))
     return torch.einsum("bqhk,bkd->bqhd", scores.softmax(-1), kv[..., :v_dim])
 
@@ -106,6 +106,9 @@ class Check:
                 backend.init_forward_metadata_capture_cuda_graph(bs, bs * q_len, rpi, lens, None, fmode, spec)
                 metas = [backend.decode_cuda_graph_metadata[bs]]
             kv_lens = [lens if mode in ("draft", "decode") else m.seq_lens_k for m in metas]
+            for m, kl in zip(metas, kv_lens):  # warm up outside the graph
+                paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size)
+            torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 outs = [paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size) for m, kl in zip(metas, kv_lens)]
@@ -144,7 +147,7 @@ class Check:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", required=True, type=Path)
-    parser.add_argument("--replays", type=int, default=1000)
+    parser.add_argument("--replays", type=int, default=2000)
     args = parser.parse_args(argv)
     from . import replacements
 

@@ -25,7 +25,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 @pytest.mark.parametrize("tree", ["base", "patched"])
 def test_graph_replays_equal_eager(trees, tree):
     env = dict(os.environ, PYTHONPATH=str(SCRIPTS))
-    cmd = [sys.executable, "-m", "mla_harness.consumer", "--tree", str(trees[tree]), "--replays", "1000"]
+    cmd = [sys.executable, "-m", "mla_harness.consumer", "--tree", str(trees[tree]), "--replays", "2000"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -33,4 +33,4 @@ def test_graph_replays_equal_eager(trees, tree):
     assert {r["mode"] for r in report} == {"draft", "decode", "verify", "extend_v1", "extend_v2"}
     for r in report:
         assert r["compared"] >= r["replays"]
-        assert r["max_rel_err"] < 1e-5, r
+        assert r["max_rel_err"] < 1e-9, r  # float64 consumer: only rounding
