@@ -12,7 +12,7 @@ from sglpatch.gitcmd import Git, output_of
 from sglpatch.layout import Layout
 from sglpatch.patchinfo import describe_failure
 from sglpatch.pin import Pin, check_version, load_pin
-from sglpatch.pipfetch import Wheel, fetch
+from sglpatch.pipfetch import Wheel, WheelTarget, fetch
 from sglpatch.upstream import init_from_wheel, wheel_target
 
 APPLIES = "applies cleanly"
@@ -70,10 +70,14 @@ def check_upstream(layout: Layout, version: str) -> str:
     return render(pin, version, wheel, blob, verdicts)
 
 
+def release_target(pin: Pin) -> WheelTarget:
+    """The wheels check-upstream asks pip for: the pinned one's kind first."""
+    return wheel_target(pin.wheel, *_MORE_PLATFORMS)
+
+
 def fetch_release(pin: Pin, version: str, cache: Path) -> Wheel:
     """The wheel of sglang ``version``, checked against the index's sha256."""
-    target = wheel_target(pin.wheel, *_MORE_PLATFORMS)
-    wheel = fetch([f"sglang=={version}"], target, cache / "upstream")[0]
+    wheel = fetch([f"sglang=={version}"], release_target(pin), cache / "upstream")[0]
     note(f"{wheel.path.name}: sha256 {wheel.sha256} ({wheel.verified_by})")
     return wheel
 

@@ -1,0 +1,138 @@
+"""``sglpatch apply --sglang-dir``: the series on a user's SGLang checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sgltest import (
+    TARGET,
+    Workspace,
+    commit_all,
+    edit_target,
+    git,
+    one_error_line,
+    run,
+    snapshot,
+)
+
+BRANCH = "sglpatch/v0.5.12-3-patches"
+NEW_FILE = "python/sglang/srt/layers/attention/sglpatch_note.py"
+
+
+@pytest.fixture(scope="session")
+def upstream_mirror(tmp_path_factory, pinned_wheel: Path) -> Path:
+    """A bare repository standing for upstream SGLang at v0.5.12."""
+    space = Workspace.create(tmp_path_factory.mktemp("upstream"), pinned_wheel)
+    space.ok("apply")
+    mirror = space.root / "sglang.git"
+    git(space.root, "clone", "-q", "--bare", str(space.tree), str(mirror))
+    git(mirror, "tag", "v0.5.12", "base/v0.5.12")
+    return mirror
+
+
+@pytest.fixture
+def fork(tmp_path: Path, upstream_mirror: Path) -> Path:
+    """A fresh clone on branch ``main`` at v0.5.12."""
+    path = tmp_path / "fork"
+    git(tmp_path, "clone", "-q", str(upstream_mirror), str(path))
+    git(path, "checkout", "-q", "-b", "main", "v0.5.12")
+    git(path, "branch", "-q", "-D", "patched")
+    return path
+
+
+@pytest.fixture
+def series_space(workspace: Workspace, canonical_patches: Path) -> Workspace:
+    workspace.use_patches(canonical_patches)
+    return workspace
+
+
+def _refused(space: Workspace, fork: Path, *extra: str) -> str:
+    """Run a refused fork apply; check nothing changed; return the error line."""
+    before = snapshot(fork)
+    error = one_error_line(space.tool("apply", "--sglang-dir", str(fork), *extra))
+    assert snapshot(fork) == before
+    return error
+
+
+def test_fork_apply_makes_a_new_branch(series_space: Workspace, fork: Path):
+    base = git(fork, "rev-parse", "HEAD")
+    proc = series_space.ok("apply", "--sglang-dir", str(fork))
+    assert BRANCH in proc.stderr
+    assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert git(fork, "rev-parse", "main") == base
+    log = git(fork, "log", "--reverse", "--format=%an|%s", f"{base}..")
+    assert log.splitlines() == [
+        "Alice Dev|[perf] Skip a needless fill",
+        "Bob Dev|[fix] Add a helper",
+        "Alice Dev|[feat] Add a note module",
+    ]
+    assert git(fork, "status", "--porcelain") == ""
+    assert len(git(fork, "worktree", "list").splitlines()) == 1
+    assert (fork / NEW_FILE).is_file()
+
+
+def test_fork_dirty_tree_is_refused(series_space: Workspace, fork: Path):
+    edit_target(fork, "import math\n", "import math  # wip\n")
+    assert "uncommitted changes" in _refused(series_space, fork)
+
+
+def test_fork_not_a_checkout(series_space: Workspace, tmp_path: Path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    error = one_error_line(series_space.tool("apply", "--sglang-dir", str(plain)))
+    assert "is not a git checkout" in error
+    error = one_error_line(
+        series_space.tool("apply", "--sglang-dir", str(tmp_path / "nope"))
+    )
+    assert "is not a directory" in error
+
+
+def test_fork_not_an_sglang_checkout(series_space: Workspace, tmp_path: Path):
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    (other / "README").write_text("x")
+    commit_all(other, "O <o@example.com>", "init", "2026-01-01T00:00Z")
+    assert "is not an SGLang checkout" in _refused(series_space, other)
+
+
+def test_fork_with_a_different_target_lists_failing_patches(series_space, fork):
+    edit_target(fork, "import math\n", "import math as _math\n")
+    commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
+    error = _refused(series_space, fork)
+    assert "1 of 3 patch(es) do not apply" in error
+    assert "0001-perf-Skip-a-needless-fill.patch" in error and "hunk #1 of 1" in error
+    assert "--three-way" in error and "THREE_WAY=1" in error
+    # The 3-way route fails too here, and also leaves nothing behind.
+    assert "nothing was changed" in _refused(series_space, fork, "--three-way")
+    assert BRANCH not in git(fork, "branch")
+
+
+def test_fork_three_way_merges_a_distant_change(series_space: Workspace, fork: Path):
+    line = "class TRTLLMMLABackend(FlashInferMLAAttnBackend):\n"
+    edit_target(fork, line, line.replace(":", ":  # fork"))
+    commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
+    assert "all 3 patch(es) pass" in _refused(series_space, fork)
+    series_space.ok("apply", "--sglang-dir", str(fork), "--three-way")
+    text = (fork / TARGET).read_text()
+    assert "Backend):  # fork" in text and "def sglpatch_helper" in text
+
+
+def test_fork_existing_branch_is_refused(series_space: Workspace, fork: Path):
+    git(fork, "branch", BRANCH)
+    assert "already exists" in _refused(series_space, fork)
+
+
+def test_fork_checkout_collision_deletes_the_new_branch(series_space, fork: Path):
+    (fork / NEW_FILE).write_text("my untracked file\n")
+    assert "could not check out" in _refused(series_space, fork)
+    assert (fork / NEW_FILE).read_text() == "my untracked file\n"
+
+
+def test_fork_am_in_progress_is_refused(series_space, fork: Path, canonical_patches):
+    edit_target(fork, "import math\n", "import math as _math\n")
+    commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
+    patch = canonical_patches / "0001-perf-Skip-a-needless-fill.patch"
+    assert run(["git", "am", str(patch)], cwd=fork).returncode != 0
+    assert "in the middle of a git am" in _refused(series_space, fork)
