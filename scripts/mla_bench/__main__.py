@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import config, report
+from . import config, ladder, report
 from .worker import progress
 
 HERE = Path(__file__).resolve().parent
@@ -38,22 +38,33 @@ def main(argv=None) -> int:
     cfg = config.from_args(args, cuda).to_json()
     from sglpatch.trees import tree_paths
 
-    trees = tree_paths(args.build)
-    for name, path in zip(("base", "patched"), trees):
+    base_tree, patched_tree = tree_paths(args.build)
+    for name, path in (("base", base_tree), ("patched", patched_tree)):
         if not (path / "sglang" / "__init__.py").is_file():
             raise SystemExit(f"make bench: error: {name} tree missing at {path}: run `make apply` first")
+    trees = [("base", base_tree), ("patched", patched_tree)]
+    if args.ladder:
+        build = Path(args.build)
+        if not (build / "ladder" / "index.json").exists():
+            ladder.prepare(build)
+        trees = [("base", base_tree), *ladder.trees(build, base_tree)]
     runs = {}
-    for name, path in zip(("base", "patched"), trees):
-        progress(f"[bench] {name}: {path}")
+    for number, (name, path) in enumerate(trees, 1):
+        progress(f"[bench] tree {number}/{len(trees)} {name}: {path}")
         runs[name] = run_tree(path, cfg)
-    result = report.compare(runs["base"], runs["patched"])
+    labels = list(runs)
+    result = report.compare(runs[labels[0]], runs[labels[-1]])
     table = report.markdown(result, cfg)
+    if args.ladder:
+        steps = [(labels[i], report.compare(runs[labels[i - 1]], runs[labels[i]])) for i in range(1, len(labels))]
+        table += "\n\nPer patch (each against the tree before it):\n\n" + report.ladder_markdown(steps, cfg)
     print(table)
     out_dir = Path(args.out_dir or Path(args.build) / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     record = {"date": stamp, "command": "make bench " + " ".join(argv or sys.argv[1:]), "config": cfg,
-              "machine": runs["patched"]["machine"], "result": result, "table": table}
+              "machine": runs[labels[-1]]["machine"], "trees": [str(p) for _, p in trees],
+              "result": result, "runs": runs, "table": table}
     for name in (f"bench-{stamp}.json", "latest.json"):
         (out_dir / name).write_text(json.dumps(record, indent=1))
     (out_dir / "latest.md").write_text(table + "\n")

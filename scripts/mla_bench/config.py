@@ -63,6 +63,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="exit 1 unless patched <= base in launches and memory")
     p.add_argument("--out-dir", default=None, help="default: <build>/bench")
     p.add_argument("--no-chart", action="store_true")
+    p.add_argument("--ladder", action="store_true", help="also measure base + each prefix of the series")
     return p
 
 

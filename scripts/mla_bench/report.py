@@ -116,3 +116,29 @@ def chart(result: dict, path) -> None:
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=130)
+
+
+def ladder_markdown(steps: list, cfg: dict) -> str:
+    """One line per patch and (context, bs): iteration and eager, before -> after."""
+    lines = [
+        "| patch | context | bs | iteration host µs | iteration GPU µs | iteration launches | draft eager host µs | draft eager launches | graph state MiB (max bs "
+        + str(max(cfg["memory_max_bs"]))
+        + ") |",
+        "|---|---:|---:|---|---|---|---|---|---|",
+    ]
+    for label, result in steps:
+        mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
+        top = str(max(int(k) for k in mem_b))
+        mib = lambda m: sum(v["bytes"] for v in m[top].values()) / MiB  # noqa: E731
+        for row in result["rows"]:
+            b, p = row["base"], row["patched"]
+            lines.append(
+                f"| {label} | {row['context']} | {row['bs']} | "
+                f"{_fmt(b['iteration']['host_us'])} -> {_fmt(p['iteration']['host_us'])} | "
+                f"{_fmt(b['iteration']['gpu_us'])} -> {_fmt(p['iteration']['gpu_us'])} | "
+                f"{b['iteration']['launches']} -> {p['iteration']['launches']} | "
+                f"{_fmt(b['draft_eager']['host_us'])} -> {_fmt(p['draft_eager']['host_us'])} | "
+                f"{b['draft_eager']['launches']} -> {p['draft_eager']['launches']} | "
+                f"{mib(mem_b):.1f} -> {mib(mem_p):.1f} |"
+            )
+    return "\n".join(lines)
