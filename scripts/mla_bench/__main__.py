@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mla_harness import subprocess_env
+
 from . import config, ladder, report
 from .worker import progress
 
@@ -20,7 +22,7 @@ def run_tree(tree: Path, cfg: dict) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cfg_file, out = Path(tmp, "cfg.json"), Path(tmp, "out.json")
         cfg_file.write_text(json.dumps(cfg))
-        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+        env = subprocess_env()
         cmd = [sys.executable, "-m", "mla_bench.worker", "--tree", str(tree), "--config", str(cfg_file), "--out", str(out)]
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
         if proc.returncode != 0:

@@ -131,11 +131,11 @@ class TreeBench:
                 st = statics[name]
                 st.load(forward_batch(batch, mode, b.runner, self.device, spec), bs)
                 # As SGLang's runners: draft extend passes whole buffers, verify [:bs].
-                rows = None if name == "extend" else bs
-                args = (bs, st.req_pool_indices[:rows], st.seq_lens[:rows], sum(lens), None, mode, spec)
+                n = None if name == "extend" else bs
+                args = (bs, st.req_pool_indices[:n], st.seq_lens[:n], sum(lens), None, mode, spec)
                 phases[f"{name}_replay"] = self.timed(
-                    lambda backend=backend, args=args, st=st, rows=rows: backend.init_forward_metadata_replay_cuda_graph(
-                        *args, seq_lens_cpu=st.seq_lens_cpu[:rows]
+                    lambda backend=backend, args=args, st=st, n=n: backend.init_forward_metadata_replay_cuda_graph(
+                        *args, seq_lens_cpu=st.seq_lens_cpu[:n]
                     )
                 )
             eager_fb = forward_batch(batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info())

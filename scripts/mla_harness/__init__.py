@@ -10,3 +10,15 @@ Modules, one job each:
 - ``scenarios``: seeded scenario generation.
 - ``probe``: runs scenarios against one tree in its own process.
 """
+
+import os as _os
+from pathlib import Path as _Path
+
+SCRIPTS = _Path(__file__).resolve().parent.parent
+
+
+def subprocess_env() -> dict:
+    """The environment for a child process: ``scripts/`` first on PYTHONPATH,
+    keeping what was there (e.g. the offline bundle's site directory)."""
+    paths = [str(SCRIPTS), *filter(None, _os.environ.get("PYTHONPATH", "").split(_os.pathsep))]
+    return dict(_os.environ, PYTHONPATH=_os.pathsep.join(paths))

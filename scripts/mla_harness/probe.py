@@ -21,6 +21,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from . import subprocess_env
+
 HERE = Path(__file__).resolve().parent
 
 PHASES = (
@@ -43,7 +45,7 @@ def run_probe(tree: Path, plan: dict, device: str = "cpu", timeout: int = 3000) 
         plan_file = Path(tmp, "plan.json")
         out_file = Path(tmp, "out.pkl")
         plan_file.write_text(json.dumps(plan))
-        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+        env = subprocess_env()
         cmd = [sys.executable, "-m", "mla_harness.probe", "--tree", str(tree)]
         cmd += ["--plan", str(plan_file), "--out", str(out_file), "--device", device]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

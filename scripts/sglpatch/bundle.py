@@ -106,8 +106,12 @@ def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
     """``python/sglang`` of ``rev`` as ``sglang/...`` in a reproducible tar.gz."""
     stream = io.BytesIO(git.run("archive", "--format=tar", rev, "python/sglang").stdout)
     with tarfile.open(fileobj=stream, mode="r:") as source:
-        members = [(m, source.extractfile(m) if m.isfile() else None) for m in source]
-        with out.open("wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as packed:
+        members = [
+            (m, source.extractfile(m) if m.isfile() else None)
+            for m in source
+            if m.name.startswith("python/sglang")
+        ]
+        with out.open("wb") as raw, gzip.GzipFile("", "wb", 6, raw, mtime=0) as packed:
             with tarfile.open(
                 fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT
             ) as tar:

@@ -60,7 +60,8 @@ for tree, dest in (("base", build / "base" / "python"), ("patched", build / "sgl
     try:
         with tarfile.open(bundle / "trees" / f"{tree}.tar.gz") as archive:
             for member in archive.getmembers():
-                if not member.name.startswith("sglang/") or not (member.isfile() or member.isdir()):
+                inside = member.name == "sglang" or member.name.startswith("sglang/")
+                if not inside or not (member.isfile() or member.isdir()):
                     sys.exit(f"install.sh: unsafe entry {member.name!r} in {tree}.tar.gz")
             archive.extractall(staging, filter="data")
         shutil.rmtree(dest / "sglang", ignore_errors=True)

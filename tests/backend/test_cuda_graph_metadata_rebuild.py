@@ -16,11 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from mla_harness import subprocess_env
 
 
 def _run(tree, device, cases):
-    env = dict(os.environ, PYTHONPATH=str(SCRIPTS))
+    env = subprocess_env()
     cmd = [sys.executable, "-m", "mla_harness.rebuild_check", "--tree", str(tree)]
     cmd += ["--device", device, "--cases", str(cases)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)

@@ -14,11 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from mla_harness import subprocess_env
 
 
 def test_bench_quick_patched_never_worse(trees, tmp_path, request):
-    env = dict(os.environ, PYTHONPATH=str(SCRIPTS))
+    env = subprocess_env()
     cmd = [sys.executable, "-m", "mla_bench", "--build", request.config.getoption("--build")]
     cmd += ["--quick", "--device", "cpu", "--check", "--out-dir", str(tmp_path)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)

@@ -19,12 +19,12 @@ import torch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from mla_harness import subprocess_env
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
 def test_graph_replays_equal_eager(trees, tree):
-    env = dict(os.environ, PYTHONPATH=str(SCRIPTS))
+    env = subprocess_env()
     cmd = [sys.executable, "-m", "mla_harness.consumer", "--tree", str(trees[tree]), "--replays", "2000"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
