@@ -116,6 +116,8 @@ def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
                 fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT
             ) as tar:
                 for member, data in members:
+                    if member.name.rstrip("/") == "python":
+                        continue  # the root of the archive: its content is sglang/
                     tar.addfile(_normalised(member, mtime), data)
 
 

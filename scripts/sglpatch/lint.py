@@ -48,8 +48,8 @@ def lint_patched(layout: Layout, pre_commit: Path) -> int:
         code = subprocess.run(
             argv, cwd=work.cwd, env=Git(work.cwd, isolated=False).env()
         ).returncode
-        changed = work.out("status", "--porcelain", "--untracked-files=no")
-    problems = [f"a hook rewrote {line[3:]}" for line in changed.splitlines()]
+        changed = work.out("diff", "--name-only", "HEAD").splitlines()
+    problems = [f"a hook rewrote {name}" for name in changed]
     if code != 0:
         problems.append(f"pre-commit exited {code} (its output is above)")
     if problems:

@@ -5,15 +5,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from sgltest import (
-    BASE_COMMIT,
-    PIN,
-    TARGET,
-    Workspace,
-    commit_all,
-    git,
-    one_error_line,
-)
+from sgltest import BASE_COMMIT, PIN, TARGET, Workspace, commit_all, git, one_error_line
 
 
 def _bare_upstream(root: Path, wheel: Path, extra: bytes = b"") -> Path:

@@ -1,0 +1,110 @@
+"""``sglpatch bundle``: reproducible trees, manifest, and the offline installer."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from sglpatch.bundle import assemble, write_manifest
+from sglpatch.digest import sha256_file
+from sglpatch.layout import Layout
+from sglpatch.pipfetch import Wheel
+from sgltest import PIN, TARGET, Workspace, one_error_line, run
+
+NEW_FILE = "sglang/srt/layers/attention/sglpatch_note.py"
+
+
+def _demo_wheel(directory: Path) -> Wheel:
+    """A minimal pure-Python wheel that pip installs offline."""
+    path = directory / "demo_pkg-1.0-py3-none-any.whl"
+    info = "demo_pkg-1.0.dist-info"
+    files = {
+        "demo_pkg/__init__.py": "VALUE = 7\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            archive.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), text)
+    return Wheel("demo-pkg==1.0", path, sha256_file(path), "index")
+
+
+@pytest.fixture
+def bundled(workspace: Workspace, canonical_patches: Path, tmp_path: Path) -> Layout:
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    layout = Layout.create(workspace.build, workspace.patches)
+    assemble(layout, PIN, [_demo_wheel(tmp_path)])
+    return layout
+
+
+def _install(layout: Layout, host: Path) -> object:
+    host.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHON": sys.executable}
+    return run(["bash", str(layout.bundle / "install.sh"), "site"], cwd=host, env=env)
+
+
+def test_bundle_layout_and_determinism(bundled: Layout, tmp_path: Path):
+    bundle = bundled.bundle
+    manifest = (bundle / "MANIFEST.sha256").read_text()
+    names = [line.split("  ", 1)[1] for line in manifest.splitlines()]
+    assert names == [
+        "install.sh",
+        "trees/base.tar.gz",
+        "trees/patched.tar.gz",
+        "wheels/demo_pkg-1.0-py3-none-any.whl",
+    ]
+    with tarfile.open(bundle / "trees" / "patched.tar.gz") as archive:
+        members = archive.getmembers()
+    assert all(
+        m.name.startswith("sglang") and m.uid == 0 and m.uname == "" for m in members
+    )
+    assert NEW_FILE in {m.name for m in members}
+    assemble(bundled, PIN, [_demo_wheel(tmp_path)])
+    assert (bundle / "MANIFEST.sha256").read_text() == manifest
+
+
+def test_install_sh_unpacks_trees_and_wheels(bundled: Layout, tmp_path: Path):
+    host = tmp_path / "host"
+    proc = _install(bundled, host)
+    assert proc.returncode == 0, proc.stderr
+    base, patched = host / "build/base/python", host / "build/sglang/python"
+    source = bundled.build / "base" / TARGET
+    assert (base / TARGET.removeprefix("python/")).read_bytes() == source.read_bytes()
+    assert (patched / NEW_FILE).is_file() and not (base / NEW_FILE).exists()
+    assert (host / "site/demo_pkg/__init__.py").read_text() == "VALUE = 7\n"
+    assert _install(bundled, host).returncode == 0  # idempotent
+
+
+def test_install_sh_refuses_a_damaged_bundle(bundled: Layout, tmp_path: Path):
+    wheel = bundled.bundle / "wheels" / "demo_pkg-1.0-py3-none-any.whl"
+    wheel.write_bytes(wheel.read_bytes() + b"x")
+    (bundled.bundle / "wheels" / "extra.whl").write_bytes(b"")
+    proc = _install(bundled, tmp_path / "host")
+    assert proc.returncode != 0
+    assert "checksum mismatch: wheels/demo_pkg" in proc.stderr
+    assert "not in the manifest: wheels/extra.whl" in proc.stderr
+    assert not (tmp_path / "host" / "build").exists()
+
+
+def test_install_sh_refuses_unsafe_tar_entries(bundled: Layout, tmp_path: Path):
+    evil = io.BytesIO()
+    with tarfile.open(fileobj=evil, mode="w:gz") as archive:
+        info = tarfile.TarInfo("../../escape.txt")
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    (bundled.bundle / "trees" / "base.tar.gz").write_bytes(evil.getvalue())
+    write_manifest(bundled.bundle)
+    proc = _install(bundled, tmp_path / "host")
+    assert proc.returncode != 0 and "unsafe entry" in proc.stderr
+    assert not list(tmp_path.rglob("escape.txt"))
+
+
+def test_bundle_needs_a_build_tree(workspace: Workspace):
+    assert "run `make apply` first" in one_error_line(workspace.tool("bundle"))
