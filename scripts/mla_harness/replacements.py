@@ -29,6 +29,8 @@ never calls is replaced, and only where it is absent:
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -54,15 +56,34 @@ def prepare_environment(use_cuda: bool) -> None:
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             raise RuntimeError("TRITON_INTERPRET=1 must be set before triton loads")
         os.environ["TRITON_INTERPRET"] = "1"
-    for name in CUDA_ONLY_MODULES:
-        if name not in sys.modules and importlib.util.find_spec(name) is None:
-            sys.modules[name] = _absent_module(name)
+    absent = [n for n in CUDA_ONLY_MODULES if n not in sys.modules and importlib.util.find_spec(n) is None]
+    if absent:
+        sys.meta_path.insert(0, _AbsentFinder(absent))
+
+
+class _AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves absent CUDA-only packages and any submodule of them
+    (``from deep_gemm.utils.layout import x``) as ``_absent_module``s."""
+
+    def __init__(self, roots: list[str]):
+        self.roots = tuple(roots)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return _absent_module(spec.name)
+
+    def exec_module(self, module):
+        pass
 
 
 def _absent_module(name: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = f"<absent {name}>"
-    module.__path__ = []  # importable as a package: ``from sgl_kernel.x import y``
+    module.__path__ = []  # a package: submodules come from _AbsentFinder
 
     def __getattr__(attr: str):
         if attr.startswith("__"):

@@ -1,0 +1,45 @@
+"""The harness's replacements stay what replacements.py says they are."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mla_harness import subprocess_env
+
+CHILD = """
+import importlib.util, sys
+from mla_harness import replacements
+replacements.prepare_environment(use_cuda=True)
+assert importlib.util.find_spec("deep_gemm") is not None
+from deep_gemm.utils.layout import get_mn_major_tma_aligned_tensor as f
+import sgl_kernel
+from sgl_kernel.flash_attn import flash_attn_varlen_func as g
+try:
+    f(1)
+except AssertionError as e:
+    assert "deep_gemm.utils.layout.get_mn_major_tma_aligned_tensor was called" in str(e)
+else:
+    raise SystemExit("a call into an absent package must fail")
+print("ok")
+"""
+
+
+def test_absent_cuda_packages_import_but_refuse_calls():
+    """Submodules of absent CUDA-only packages import (SGLang imports them at
+    module load on CUDA hosts); calling anything from them fails the test."""
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=subprocess_env(), capture_output=True, text=True)
+    if "already installed" in proc.stdout:
+        pytest.skip("real packages installed")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_inert_flashinfer_wrapper_refuses_use():
+    from mla_harness.replacements import InertWrapper
+
+    wrapper = InertWrapper("workspace", "NHD", backend="auto")
+    with pytest.raises(AssertionError, match="used by the trtllm path"):
+        wrapper.plan()
