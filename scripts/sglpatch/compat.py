@@ -13,9 +13,15 @@ from sglpatch.layout import Layout
 from sglpatch.patchinfo import describe_failure
 from sglpatch.pin import Pin, check_version, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
-from sglpatch.upstream import init_from_wheel, wheel_target
+from sglpatch.upstream import (
+    commit_wheel,
+    fetch_pinned_wheel,
+    init_from_wheel,
+    wheel_target,
+)
 
 APPLIES = "applies cleanly"
+MERGES = "applies with 3-way merge"
 UPSTREAM = "already upstream"
 CONFLICTS = "conflicts"
 # Platforms tried after the pinned one, for releases built for other glibcs.
@@ -36,24 +42,30 @@ class Verdict:
 
 
 def classify(tree: Path, patches: list[Path]) -> list[Verdict]:
-    """Check ``patches`` in order against the git work tree ``tree``.
+    """Check ``patches`` in order against the clean git work tree ``tree``.
 
-    A patch that applies is applied (later patches may build on it), so the
-    tree is changed: pass a scratch tree.
+    A patch that applies is applied to the index and work tree, so later
+    patches may build on it: pass a scratch tree. A 3-way merge is tried only
+    when the repository holds the blobs the patch was made against.
     """
     git = Git(tree)
-    verdicts = []
-    for path in patches:
-        forward = git.run("apply", "--check", str(path), check=False)
-        if forward.returncode == 0:
-            git.run("apply", str(path))
-            verdicts.append(Verdict(path.name, APPLIES))
-        elif git.ok("apply", "--reverse", "--check", str(path)):
-            verdicts.append(Verdict(path.name, UPSTREAM))
-        else:
-            detail = describe_failure(path, output_of(forward))
-            verdicts.append(Verdict(path.name, CONFLICTS, detail))
-    return verdicts
+    return [_classify_one(git, path) for path in patches]
+
+
+def _classify_one(git: Git, path: Path) -> Verdict:
+    """The verdict of one patch; leaves the tree with the patch applied or not."""
+    forward = git.run("apply", "--index", "--check", str(path), check=False)
+    if forward.returncode == 0:
+        git.run("apply", "--index", str(path))
+        return Verdict(path.name, APPLIES)
+    if git.ok("apply", "--index", "--reverse", "--check", str(path)):
+        return Verdict(path.name, UPSTREAM)
+    detail = describe_failure(path, output_of(forward))
+    before = git.out("write-tree")
+    if git.run("apply", "--3way", str(path), check=False).returncode == 0:
+        return Verdict(path.name, MERGES, f"as is: {detail}")
+    git.run("read-tree", "--reset", "-u", before)
+    return Verdict(path.name, CONFLICTS, detail)
 
 
 def check_upstream(layout: Layout, version: str) -> str:
@@ -62,10 +74,13 @@ def check_upstream(layout: Layout, version: str) -> str:
     pin = load_pin(layout.pin_file)
     series = series_mod.load(layout.patches)
     wheel = fetch_release(pin, version, layout.cache)
+    base = fetch_pinned_wheel(pin, layout.cache)
     with tempfile.TemporaryDirectory(prefix="sglpatch-upstream-") as scratch:
         tree = Path(scratch, "sglang")
-        init_from_wheel(wheel.path, wheel.sha256, version, pin.released, tree)
-        blob = Git(tree).rev(f"HEAD:{pin.target}")
+        init_from_wheel(base.path, base.sha256, pin.version, pin.released, tree)
+        git = Git(tree)
+        commit_wheel(git, wheel.path, wheel.sha256, version, pin.released)
+        blob = git.rev(f"HEAD:{pin.target}")
         verdicts = classify(tree, series.paths)
     return render(pin, version, wheel, blob, verdicts)
 
@@ -104,8 +119,7 @@ def render(
         )
     if not verdicts:
         lines.append("| - | (the series is empty) | - | - |")
-    counts = {
-        r: sum(v.result == r for v in verdicts) for r in (APPLIES, UPSTREAM, CONFLICTS)
-    }
+    results = (APPLIES, MERGES, UPSTREAM, CONFLICTS)
+    counts = {r: sum(v.result == r for v in verdicts) for r in results}
     lines += ["", ", ".join(f"{n} {r}" for r, n in counts.items())]
     return "\n".join(lines)

@@ -67,15 +67,28 @@ def init_from_wheel(
     The commit has fixed names, emails, dates and message, so its id is the
     same on every machine for the same wheel.
     """
-    git = init_repo(dest)
-    extract_package(wheel, "sglang", dest / "python")
+    return commit_wheel(init_repo(dest), wheel, sha256, version, released)
+
+
+def commit_wheel(
+    git: Git, wheel: Path, sha256: str, version: str, released: dt.date
+) -> str:
+    """Replace ``python/`` of the repo by the wheel's package and commit that.
+
+    The parent is HEAD when there is one; return the new commit.
+    """
+    shutil.rmtree(git.cwd / "python", ignore_errors=True)
+    extract_package(wheel, "sglang", git.cwd / "python")
     git.run("add", "--all", "--force", ".")
     tree = git.out("write-tree")
     message = (
         f"SGLang {version} (upstream release)\n\n"
         f"Unpacked from the wheel {wheel.name}\nsha256 {sha256}\n"
     )
-    commit = git.out("commit-tree", tree, "-m", message, env=_release_env(released))
+    parent = git.rev("HEAD")
+    options = ["-p", parent] if parent else []
+    env = _release_env(released)
+    commit = git.out("commit-tree", tree, *options, "-m", message, env=env)
     git.run("update-ref", "HEAD", commit)
     return commit
 

@@ -6,10 +6,18 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sglpatch.compat import APPLIES, CONFLICTS, UPSTREAM, classify, release_target
+from sglpatch.compat import (
+    APPLIES,
+    CONFLICTS,
+    MERGES,
+    UPSTREAM,
+    classify,
+    release_target,
+)
 from sglpatch.digest import sha256_file
+from sglpatch.gitcmd import Git
 from sglpatch.pipfetch import Wheel, remember
-from sglpatch.upstream import init_from_wheel
+from sglpatch.upstream import commit_wheel, init_from_wheel
 from sgltest import PIN, TARGET, Workspace, one_error_line
 
 VERSION = "0.5.99"
@@ -62,7 +70,8 @@ def test_check_upstream_prints_a_markdown_table(
     assert f"| 3 | `{names[2]}` | applies cleanly |  |" in out
     assert (
         sha256_file(wheel) in out
-        and "1 applies cleanly, 1 already upstream, 1 conflicts" in out
+        and "1 applies cleanly, 0 applies with 3-way merge, 1 already upstream, 1 conflicts"
+        in out
     )
 
 
@@ -102,3 +111,26 @@ def test_check_upstream_bad_version(workspace: Workspace, version: str):
 def test_check_upstream_pip_failure_names_the_release(workspace: Workspace):
     error = one_error_line(workspace.tool("check-upstream", "--version", "0.0.1"))
     assert "pip could not fetch sglang==0.0.1" in error and "cp311" in error
+
+
+def test_classifier_tries_a_three_way_merge(
+    tmp_path: Path, pinned_wheel, canonical_patches
+):
+    """A release that edits a line near a hunk: plain apply fails, 3-way merges."""
+    with zipfile.ZipFile(pinned_wheel) as archive:
+        text = archive.read(MODULE).decode()
+    assert '"""\n\nimport logging\nimport math\n' in text
+    text = text.replace(
+        '"""\n\nimport logging\n', '"""\n# release note\nimport logging\n', 1
+    )
+    release = tmp_path / PIN.wheel.replace("0.5.12", VERSION)
+    with zipfile.ZipFile(release, "w") as archive:
+        archive.writestr(MODULE, text)
+    tree = tmp_path / "tree"
+    init_from_wheel(pinned_wheel, PIN.wheel_sha256, PIN.version, PIN.released, tree)
+    commit_wheel(Git(tree), release, sha256_file(release), VERSION, PIN.released)
+    verdicts = classify(tree, sorted(canonical_patches.glob("*.patch")))
+    assert [v.result for v in verdicts] == [MERGES, APPLIES, APPLIES]
+    assert "hunk #1 of 1" in verdicts[0].detail
+    merged = (tree / TARGET).read_text()
+    assert "# release note" in merged and "# [perf] used by the page math" in merged
