@@ -10,7 +10,7 @@ from sglpatch import series as series_mod
 from sglpatch.console import note
 from sglpatch.gitcmd import Git, output_of
 from sglpatch.layout import Layout
-from sglpatch.patchinfo import describe_failure
+from sglpatch.patchinfo import check_hunks, describe_failure
 from sglpatch.pin import Pin, check_version, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
 from sglpatch.upstream import (
@@ -60,7 +60,7 @@ def _classify_one(git: Git, path: Path) -> Verdict:
         return Verdict(path.name, APPLIES)
     if git.ok("apply", "--index", "--reverse", "--check", str(path)):
         return Verdict(path.name, UPSTREAM)
-    detail = describe_failure(path, output_of(forward))
+    detail = describe_failure(path, output_of(forward) + check_hunks(git, path))
     before = git.out("write-tree")
     if git.run("apply", "--3way", str(path), check=False).returncode == 0:
         return Verdict(path.name, MERGES, f"as is: {detail}")

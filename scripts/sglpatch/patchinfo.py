@@ -96,45 +96,76 @@ def abort_am(git: Git, patch: Path, am: subprocess.CompletedProcess[bytes]) -> s
     is asked for the failing hunks too.
     """
     git.run("am", "--abort", check=False)
-    check = git.run("apply", "--check", str(patch), check=False)
-    return describe_failure(patch, output_of(am) + output_of(check))
+    return describe_failure(patch, output_of(am) + check_hunks(git, patch))
+
+
+def check_hunks(git: Git, patch: Path) -> str:
+    """Output of ``git apply --check --reject``: it names every failing hunk."""
+    return output_of(git.run("apply", "--check", "--reject", str(patch), check=False))
 
 
 def describe_failure(patch: Path, git_output: str) -> str:
     """Where ``patch`` failed, from the output of git am and/or git apply."""
     diffs = {diff.path: diff for diff in parse(patch.read_text("utf-8", "replace"))}
-    reasons: dict[str, list[str]] = {}
+    failures: dict[str, _FileFailure] = {}
     for line in (line.strip() for line in git_output.splitlines()):
-        for path, reason in _line_reasons(line, diffs):
-            if reason not in reasons.setdefault(path, []):
-                reasons[path].append(reason)
-    for why in reasons.values():
-        if len(why) > 1 and "does not apply" in why:
-            why.remove("does not apply")
-    if reasons:
-        return "; ".join(f"{path}: {', '.join(why)}" for path, why in reasons.items())
+        _read_line(line, failures)
+    if failures:
+        return "; ".join(
+            f"{path}: {failure.summary(diffs.get(path))}"
+            for path, failure in failures.items()
+        )
     return _patch_reason(git_output)
 
 
-def _line_reasons(line: str, diffs: dict[str, FileDiff]) -> list[tuple[str, str]]:
-    """(path, reason) pairs that one line of git output states."""
+@dataclass
+class _FileFailure:
+    """What git said about one file: failing hunks (by old start) and reasons."""
+
+    starts: list[int] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def summary(self, diff: FileDiff | None) -> str:
+        """``reason, hunk #N of M (@@ ... @@) does not apply`` and the like."""
+        reasons = [r for r in self.reasons if r != "does not apply"]
+        if self.starts:
+            reasons.append(_hunks_label(diff, self.starts))
+        return ", ".join(reasons or self.reasons)
+
+
+def _read_line(line: str, failures: dict[str, _FileFailure]) -> None:
+    """Record what one line of git output says about a file."""
     if match := _FAILED_AT.match(line):
-        return [(match[1], _hunk_label(diffs.get(match[1]), int(match[2])))]
+        starts = failures.setdefault(match[1], _FileFailure()).starts
+        if int(match[2]) not in starts:
+            starts.append(int(match[2]))
+        return
     found = [
         (m[1], why) for pattern, why in _FILE_REASONS if (m := pattern.match(line))
     ]
     if not found and (match := _NOT_APPLIED.match(line)):
         found = [(match[1], "does not apply")]
-    return found
+    for path, why in found:
+        reasons = failures.setdefault(path, _FileFailure()).reasons
+        if why not in reasons:
+            reasons.append(why)
 
 
-def _hunk_label(diff: FileDiff | None, start: int) -> str:
-    """``hunk #N of M (@@ ... @@)`` for the hunk starting at old line ``start``."""
+def _hunks_label(diff: FileDiff | None, starts: list[int]) -> str:
+    """``hunk #2 of 5 (@@ ... @@) does not apply``, or several hunks."""
     hunks = diff.hunks if diff else []
-    for number, hunk in enumerate(hunks, 1):
-        if hunk.old_start == start:
-            return f"hunk #{number} of {len(hunks)} ({hunk.header}) does not apply"
-    return f"hunk at line {start} does not apply"
+    known = {hunk.old_start: (n, hunk.header) for n, hunk in enumerate(hunks, 1)}
+    total = f" of {len(hunks)}" if hunks else ""
+    if len(starts) == 1:
+        number, header = known.get(starts[0], (None, ""))
+        if number is None:
+            return f"hunk at line {starts[0]} does not apply"
+        return f"hunk #{number}{total} ({header}) does not apply"
+    labels = [
+        f"#{known[s][0]} ({known[s][1]})" if s in known else f"at line {s}"
+        for s in starts
+    ]
+    return f"hunks {', '.join(labels)}{total} do not apply"
 
 
 def _patch_reason(git_output: str) -> str:

@@ -168,8 +168,14 @@ def test_failure_names_file_and_hunk(tmp_path: Path):
         "error: pkg/new.py: already exists in working directory\n"
     )
     text = describe_failure(tmp_path / "p.patch", output)
-    assert "pkg/mod.py: hunk #2 of 2 (@@ -120,7 +121,9 @@) does not apply" in text
-    assert "3-way merge conflicts" in text and "pkg/new.py: exists" in text
+    assert (
+        "pkg/mod.py: 3-way merge conflicts, hunk #2 of 2 (@@ -120,7 +121,9 @@)" in text
+    )
+    assert "pkg/new.py: exists" in text
+    two = "error: patch failed: pkg/mod.py:3\nerror: patch failed: pkg/mod.py:120\n"
+    assert describe_failure(tmp_path / "p.patch", two) == (
+        "pkg/mod.py: hunks #1 (@@ -3,6 +3,7 @@), #2 (@@ -120,7 +121,9 @@) of 2 do not apply"
+    )
     assert describe_failure(tmp_path / "p.patch", "error: corrupt patch at line 7") == (
         "corrupt patch at line 7"
     )
