@@ -7,6 +7,7 @@ what the backends' constructors read (model config, KV-cache dtype, page size,
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -120,6 +121,10 @@ def build_backends(setup: Setup, device: str, seed: int = 0) -> Backends:
 
     from . import replacements
 
+    # Free earlier backends now: a CUDA graph destroyed by the garbage
+    # collector while another is being captured invalidates that capture
+    # (SGLang's runners freeze the GC around capture for the same reason).
+    gc.collect()
     runner = model_runner(setup, device, seed)
     set_global_server_args_for_scheduler(runner.server_args)
     replacements.install_attention_tp(setup.model.attention_tp_size)
