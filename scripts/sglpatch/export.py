@@ -105,6 +105,7 @@ def _format_options() -> list[str]:
 def export_series(layout: Layout) -> list[str]:
     """Rewrite the patch files and series from the build tree; return the names."""
     patches = render(layout)
+    _refuse_partial(layout, len(patches))
     directory = layout.patches
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in patches.items():
@@ -118,6 +119,19 @@ def export_series(layout: Layout) -> list[str]:
     _restamp(layout)
     note(f"exported {len(patches)} patch(es) to {directory}")
     return list(patches)
+
+
+def _refuse_partial(layout: Layout, count: int) -> None:
+    """Refuse to drop the patches that a failed apply never reached."""
+    found = stamp_mod.read(layout.sglang)
+    listed = len(series_mod.read_entries(layout.patches))
+    if found is not None and not found.complete and count < listed:
+        raise UserError(
+            f"the last `make apply` stopped before the end of the series, and"
+            f" {layout.sglang} has {count} of its {listed} patches: exporting would"
+            " drop the others; `git am -3` them there first, or drop them from"
+            " patches/series and apply again"
+        )
 
 
 def _restamp(layout: Layout) -> None:

@@ -157,12 +157,13 @@ def _apply_patches(layout: Layout, series: Series, wanted: Stamp) -> None:
 
 def _failure_message(layout: Layout, series: Series, number: int, where: str) -> str:
     """One line saying which patch failed where, and how to fix it."""
-    path = series.paths[number - 1]
+    rest = " ".join(str(path) for path in series.paths[number - 1 :])
     return (
-        f"patch {number}/{len(series)} {path.name} does not apply:"
-        f" {where}; {layout.sglang} is left at the last"
-        f" good commit (base + {number - 1} patch(es)); to fix it, run"
-        f" `git am -3 {path}` there, resolve, `git am --continue`, then `make export`"
+        f"patch {number}/{len(series)} {series.names[number - 1]} does not apply:"
+        f" {where}; {layout.sglang} is left at the last good commit"
+        f" (base + {number - 1} patch(es)); to rebase the series there, run"
+        f" `git am -3 {rest}`, resolve each conflict and `git am --continue`,"
+        " then `make export`"
     )
 
 

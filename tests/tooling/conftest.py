@@ -69,9 +69,13 @@ def pinned_wheel(offline_env) -> Path:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, pinned_wheel: Path) -> Workspace:
-    """A fresh workspace whose cache already holds the pinned wheel."""
-    return Workspace.create(tmp_path, pinned_wheel)
+def workspace(tmp_path: Path, pinned_wheel: Path):
+    """A fresh workspace whose cache already holds the pinned wheel.
+
+    Its build trees are deleted afterwards: they are large.
+    """
+    yield Workspace.create(tmp_path, pinned_wheel)
+    shutil.rmtree(tmp_path / "build", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

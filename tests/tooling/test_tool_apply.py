@@ -16,6 +16,7 @@ from sgltest import (
     edit_target,
     git,
     one_error_line,
+    run,
     write_series,
 )
 
@@ -230,3 +231,24 @@ def test_tree_path_overrides(workspace: Workspace, tmp_path: Path):
 
     trees = tree_paths(workspace.build)
     assert trees.patched == (workspace.build / "sglang" / "python").resolve()
+
+
+def test_rebasing_a_failed_patch_then_export(workspace: Workspace, raw_patches: Path):
+    """The maintainer's flow after a conflict: git am -3 the rest, resolve, export."""
+    names = workspace.use_patches(raw_patches)
+    bad = workspace.patches / names[0]
+    text = bad.read_text().replace("\n import logging\n", "\n import logging_x\n")
+    index = next(line for line in text.splitlines() if line.startswith("index "))
+    bad.write_text(text.replace(index, "index 1111111..2222222 100755"))
+    error = one_error_line(workspace.tool("apply"))
+    assert "git am -3" in error and names[2] in error
+    refused = one_error_line(workspace.tool("export"))
+    assert "0 of its 3 patches" in refused
+    assert (workspace.patches / names[2]).exists()
+    for name in names:  # what the message says to do, with the original patch
+        patch = raw_patches / name
+        assert run(["git", "am", "-3", str(patch)], cwd=workspace.tree).returncode == 0
+    workspace.ok("export")
+    assert len(list(workspace.patches.glob("*.patch"))) == 3
+    assert "up to date" in workspace.ok("apply").stderr
+    workspace.ok("check-patches")
