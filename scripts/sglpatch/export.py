@@ -164,21 +164,6 @@ def check_patches(layout: Layout) -> None:
     note(f"{layout.patches} matches a fresh export of {layout.sglang}")
 
 
-def _require_current_tree(layout: Layout) -> None:
-    """Refuse when the build tree was not built from the current patches."""
-    pin = load_pin(layout.pin_file)
-    series = series_mod.load(layout.patches)
-    found = stamp_mod.read(layout.sglang)
-    if found is None or found.patches != stamp_mod.patches_digest(pin, series):
-        raise UserError(
-            f"{layout.sglang} was not built from {layout.patches}: run `make apply` first"
-        )
-    if not found.complete:
-        raise UserError(
-            f"the last `make apply` stopped on a failing patch: fix it first"
-        )
-
-
 def _export_differences(layout: Layout) -> list[str]:
     """Differences between the committed patches and a fresh export."""
     fresh = render(layout)

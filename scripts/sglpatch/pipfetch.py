@@ -75,12 +75,11 @@ def _obtain(
     missing = [item for item in wanted if not (cache / item[1]).exists()]
     if missing:
         _download(cache, target, missing)
-    return [
-        Wheel(
-            req, cache / name, _verified(cache / name, sha), how if sha else "computed"
-        )
-        for req, name, sha in wanted
-    ]
+    wheels = []
+    for req, name, sha in wanted:
+        actual = _verified(cache / name, sha)
+        wheels.append(Wheel(req, cache / name, actual, how if sha else "computed"))
+    return wheels
 
 
 def _verified(path: Path, expected: str) -> str:
