@@ -30,6 +30,7 @@ def pytest_addoption(parser):
         help="generated scenarios per differential run (default: 40 on CPU, 300 on a GPU)",
     )
     group.addoption("--scenario-seed", type=int, default=2026)
+    group.addoption("--graph-replays", type=int, default=2000, help="replays per mode in the GPU graph test")
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,9 @@ from mla_harness import subprocess_env
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
-def test_graph_replays_equal_eager(trees, tree):
+def test_graph_replays_equal_eager(trees, tree, request):
     env = subprocess_env()
-    cmd = [sys.executable, "-m", "mla_harness.consumer", "--tree", str(trees[tree]), "--replays", "2000"]
+    cmd = [sys.executable, "-m", "mla_harness.consumer", "--tree", str(trees[tree]), "--replays", str(request.config.getoption("--graph-replays"))]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -114,7 +114,9 @@ def test_dry_run_default_commands(tree_args, tmp_path):
     launches = launch_lines(out)
     assert len(launches) == 2
     base, patched = (str(tmp_path / t / "python") for t in ("base", "patched"))
-    assert f"PYTHONPATH={base}" in launches[0] and f"PYTHONPATH={patched}" in launches[1]
+    assert (
+        f"PYTHONPATH={base}" in launches[0] and f"PYTHONPATH={patched}" in launches[1]
+    )
     for line in launches:
         words = line.split()
         for flag, value in [
@@ -131,7 +133,9 @@ def test_dry_run_default_commands(tree_args, tmp_path):
         ]:
             assert words[words.index(flag) + 1] == value, (flag, line)
         assert "--trust-remote-code" in words
-        assert "--speculative-draft-model-path" not in words  # empty by default: omitted
+        assert (
+            "--speculative-draft-model-path" not in words
+        )  # empty by default: omitted
     benches = bench_lines(out)
     assert len(benches) == 2
     for tree, line in zip(("base", "patched"), benches):
@@ -160,13 +164,15 @@ def test_dry_run_default_commands(tree_args, tmp_path):
         or line.startswith("kill ")
     ]
     kinds = [
-        "launch"
-        if "launch_server" in lines[i]
-        else "bench"
-        if "bench_serving" in lines[i]
-        else "kill"
-        if lines[i].startswith("kill ")
-        else "health"
+        (
+            "launch"
+            if "launch_server" in lines[i]
+            else (
+                "bench"
+                if "bench_serving" in lines[i]
+                else "kill" if lines[i].startswith("kill ") else "health"
+            )
+        )
         for i in order
     ]
     assert kinds == ["launch", "health", "health", "bench", "kill"] * 2
@@ -246,7 +252,10 @@ def test_dry_run_needs_no_gpu_or_sglang(tree_args, tmp_path):
         (["--steps", "0"], "--steps needs a positive integer"),
         (["--context", "-5"], "--context needs a positive integer"),
         (["--draft-tokens", "3.5"], "--draft-tokens needs a positive integer"),
-        (["--gsp-system-prompt-len", ""], "--gsp-system-prompt-len needs a positive integer"),
+        (
+            ["--gsp-system-prompt-len", ""],
+            "--gsp-system-prompt-len needs a positive integer",
+        ),
         (["--startup-timeout=0"], "--startup-timeout needs a positive integer"),
         (["--port", "70000"], "--port must be at most 65535"),
     ],
@@ -387,7 +396,10 @@ def test_stubbed_run_prints_table(tree_args, tmp_path, stubs):
     proc = run(*tree_args, *python, env=env)
     assert proc.returncode == 0, proc.stderr
     launched = (tmp_path / "launches").read_text().split()
-    assert launched == [str(tmp_path / "base" / "python"), str(tmp_path / "patched" / "python")]
+    assert launched == [
+        str(tmp_path / "base" / "python"),
+        str(tmp_path / "patched" / "python"),
+    ]
     table = proc.stdout
     assert "| metric | base | patched | delta |" in table
     assert "| mean TPOT (ms) | 2.47 | 2.41 | -0.06 (-2.4%) |" in table
@@ -414,7 +426,9 @@ def test_stubbed_server_death_fails_clearly(tree_args, tmp_path, stubs):
     assert proc.returncode == 1
     assert "base server exited with status 7 before /health answered" in proc.stderr
     assert "boom: no GPU memory" in proc.stderr  # the log tail
-    assert (tmp_path / "launches").read_text().count("\n") == 1  # patched never launched
+    assert (tmp_path / "launches").read_text().count(
+        "\n"
+    ) == 1  # patched never launched
 
 
 def test_stubbed_bench_failure_still_stops_server(tree_args, tmp_path, stubs):
