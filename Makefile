@@ -4,9 +4,14 @@ VENV     ?= .venv
 BUILD    ?= build
 SOURCE   ?= wheel
 SGLANG_DIR ?=
+THREE_WAY ?=
 VERSION  ?=
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
+
+ifneq ($(filter-out 0 1,$(THREE_WAY)),)
+$(error THREE_WAY must be 0 or 1, got '$(THREE_WAY)')
+endif
 
 VPY  := $(VENV)/bin/python
 TOOL := PYTHONPATH=scripts $(PYTHON) -m sglpatch --build $(BUILD)
@@ -17,8 +22,8 @@ TOOL := PYTHONPATH=scripts $(PYTHON) -m sglpatch --build $(BUILD)
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-apply: ## Build $(BUILD)/sglang = pinned base + patches/series (SGLANG_DIR=<checkout> applies to a fork; SOURCE=wheel|git)
-	$(TOOL) apply --source "$(SOURCE)" $(if $(SGLANG_DIR),--sglang-dir "$(SGLANG_DIR)")
+apply: ## Build $(BUILD)/sglang = base + patches/series (SGLANG_DIR=<checkout> [THREE_WAY=1]: a fork; SOURCE=wheel|git)
+	$(TOOL) apply --source "$(SOURCE)" $(if $(SGLANG_DIR),--sglang-dir "$(SGLANG_DIR)") $(if $(filter 1,$(THREE_WAY)),--three-way)
 
 export: ## Regenerate patches/*.patch and patches/series from the commits above the base tag
 	$(TOOL) export
