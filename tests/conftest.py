@@ -30,7 +30,9 @@ def pytest_addoption(parser):
         help="generated scenarios per differential run (default: 40 on CPU, 300 on a GPU)",
     )
     group.addoption("--scenario-seed", type=int, default=2026)
-    group.addoption("--graph-replays", type=int, default=2000, help="replays per mode in the GPU graph test")
+    group.addoption(
+        "--graph-replays", type=int, default=2000, help="replays per mode in the GPU graph test"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +46,7 @@ def device() -> str:
 def trees(request) -> dict[str, Path]:
     from sglpatch.trees import tree_paths
 
-    paths = dict(zip(TREES, tree_paths(Path(request.config.getoption("--build")))))
+    paths = dict(zip(TREES, tree_paths(Path(request.config.getoption("--build"))), strict=True))
     for name, path in paths.items():
         if not (path / "sglang" / "__init__.py").is_file():
             pytest.fail(f"{name} tree missing at {path}: run `make apply` first")
@@ -65,11 +67,16 @@ def results(trees, plan, device) -> dict[str, dict]:
     from mla_harness import probe
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(probe.run_probe, path, plan, device) for name, path in trees.items()}
+        futures = {
+            name: pool.submit(probe.run_probe, path, plan, device) for name, path in trees.items()
+        }
         out = {name: f.result() for name, f in futures.items()}
     for name in TREES:
-        assert Path(out[name]["sglang_file"]).is_relative_to(trees[name]), "probe imported the wrong tree"
-    REPORT.append(f"{len(plan['scenarios'])} generated scenarios x {len(probe.PHASES)} phases on {device}, per tree")
+        assert Path(out[name]["sglang_file"]).is_relative_to(trees[name]), (
+            "probe imported the wrong tree"
+        )
+    count = len(plan["scenarios"])
+    REPORT.append(f"{count} generated scenarios x {len(probe.PHASES)} phases on {device}, per tree")
     return out
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,10 +22,22 @@ def run_tree(tree: Path, cfg: dict) -> dict:
         cfg_file, out = Path(tmp, "cfg.json"), Path(tmp, "out.json")
         cfg_file.write_text(json.dumps(cfg))
         env = subprocess_env()
-        cmd = [sys.executable, "-m", "mla_bench.worker", "--tree", str(tree), "--config", str(cfg_file), "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mla_bench.worker",
+            "--tree",
+            str(tree),
+            "--config",
+            str(cfg_file),
+            "--out",
+            str(out),
+        ]
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
         if proc.returncode != 0:
-            raise SystemExit(f"make bench: error: the worker failed on {tree} (exit {proc.returncode})")
+            raise SystemExit(
+                f"make bench: error: the worker failed on {tree} (exit {proc.returncode})"
+            )
         return json.loads(out.read_text())
 
 
@@ -43,7 +54,9 @@ def main(argv=None) -> int:
     base_tree, patched_tree = tree_paths(args.build)
     for name, path in (("base", base_tree), ("patched", patched_tree)):
         if not (path / "sglang" / "__init__.py").is_file():
-            raise SystemExit(f"make bench: error: {name} tree missing at {path}: run `make apply` first")
+            raise SystemExit(
+                f"make bench: error: {name} tree missing at {path}: run `make apply` first"
+            )
     trees = [("base", base_tree), ("patched", patched_tree)]
     if args.ladder:
         build = Path(args.build)
@@ -58,21 +71,36 @@ def main(argv=None) -> int:
     result = report.compare(runs[labels[0]], runs[labels[-1]])
     table = report.markdown(result, cfg)
     if args.ladder:
-        steps = [(labels[i], report.compare(runs[labels[i - 1]], runs[labels[i]])) for i in range(1, len(labels))]
-        table += "\n\nPer patch (each against the tree before it):\n\n" + report.ladder_markdown(steps, cfg)
+        steps = [
+            (labels[i], report.compare(runs[labels[i - 1]], runs[labels[i]]))
+            for i in range(1, len(labels))
+        ]
+        table += "\n\nPer patch (each against the tree before it):\n\n" + report.ladder_markdown(
+            steps, cfg
+        )
     print(table)
     out_dir = Path(args.out_dir or Path(args.build) / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    record = {"date": stamp, "command": "make bench " + " ".join(argv or sys.argv[1:]), "config": cfg,
-              "machine": runs[labels[-1]]["machine"], "trees": [str(p) for _, p in trees],
-              "result": result, "runs": runs, "table": table}
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    record = {
+        "date": stamp,
+        "command": "make bench " + " ".join(argv or sys.argv[1:]),
+        "config": cfg,
+        "machine": runs[labels[-1]]["machine"],
+        "trees": [str(p) for _, p in trees],
+        "result": result,
+        "runs": runs,
+        "table": table,
+    }
     for name in (f"bench-{stamp}.json", "latest.json"):
         (out_dir / name).write_text(json.dumps(record, indent=1))
     (out_dir / "latest.md").write_text(table + "\n")
     if not args.no_chart:
         report.chart(result, out_dir / "eagle_metadata.png")
-    progress(f"[bench] wrote {out_dir}/latest.json, latest.md" + ("" if args.no_chart else ", eagle_metadata.png"))
+    progress(
+        f"[bench] wrote {out_dir}/latest.json, latest.md"
+        + ("" if args.no_chart else ", eagle_metadata.png")
+    )
     bad = report.regressions(result)
     if args.check and bad:
         print("make bench: patched exceeds base:\n  " + "\n  ".join(bad), file=sys.stderr)

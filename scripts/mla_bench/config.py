@@ -37,38 +37,76 @@ def _ints(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
 
 
 def parser() -> argparse.ArgumentParser:
     d = BenchConfig()
-    p = argparse.ArgumentParser(prog="make bench", description="EAGLE metadata benchmark, base vs patched")
+    p = argparse.ArgumentParser(
+        prog="make bench", description="EAGLE metadata benchmark, base vs patched"
+    )
     p.add_argument("--build", default="build", help="build directory of `make apply`")
     p.add_argument("--steps", type=int, default=d.steps, help="speculative_num_steps")
-    p.add_argument("--draft-tokens", type=int, default=d.draft_tokens, help="speculative_num_draft_tokens")
-    p.add_argument("--topk", type=int, default=d.topk, choices=(1,), help="speculative_eagle_topk (trtllm_mla: 1)")
+    p.add_argument(
+        "--draft-tokens", type=int, default=d.draft_tokens, help="speculative_num_draft_tokens"
+    )
+    p.add_argument(
+        "--topk",
+        type=int,
+        default=d.topk,
+        choices=(1,),
+        help="speculative_eagle_topk (trtllm_mla: 1)",
+    )
     p.add_argument("--page-size", type=int, default=d.page_size, choices=(32, 64))
-    p.add_argument("--num-heads", type=int, default=d.num_heads, help="num_attention_heads of the model")
+    p.add_argument(
+        "--num-heads", type=int, default=d.num_heads, help="num_attention_heads of the model"
+    )
     p.add_argument("--attn-tp-size", type=int, default=d.attn_tp_size, help="attention TP size")
-    p.add_argument("--contexts", type=_ints, default=d.contexts, help="context lengths, e.g. 81920,163840")
+    p.add_argument(
+        "--contexts", type=_ints, default=d.contexts, help="context lengths, e.g. 81920,163840"
+    )
     p.add_argument("--batch-sizes", type=_ints, default=d.batch_sizes, help="e.g. 1,8,32,64")
     p.add_argument("--cuda-graph-max-bs", type=int, default=d.cuda_graph_max_bs)
-    p.add_argument("--memory-max-bs", type=_ints, default=d.memory_max_bs, help="max bs for the memory figure")
+    p.add_argument(
+        "--memory-max-bs", type=_ints, default=d.memory_max_bs, help="max bs for the memory figure"
+    )
     p.add_argument("--memory-context", type=int, default=d.memory_context)
-    p.add_argument("--extend-mode", choices=("v1", "v2"), default=d.extend_mode, help="DRAFT_EXTEND or DRAFT_EXTEND_V2")
-    p.add_argument("--repeats", type=int, default=None, help="timed calls per figure (default 200 GPU, 3 CPU)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 20 GPU, 1 CPU)")
+    p.add_argument(
+        "--extend-mode",
+        choices=("v1", "v2"),
+        default=d.extend_mode,
+        help="DRAFT_EXTEND or DRAFT_EXTEND_V2",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=None, help="timed calls per figure (default 200 GPU, 3 CPU)"
+    )
+    p.add_argument(
+        "--warmup", type=int, default=None, help="untimed calls first (default 20 GPU, 1 CPU)"
+    )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
     p.add_argument("--quick", action="store_true", help="small sizes for CPU smoke runs (CI)")
-    p.add_argument("--check", action="store_true", help="exit 1 unless patched <= base in launches and memory")
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 unless patched <= base in launches and memory"
+    )
     p.add_argument("--out-dir", default=None, help="default: <build>/bench")
     p.add_argument("--no-chart", action="store_true")
-    p.add_argument("--ladder", action="store_true", help="also measure base + each prefix of the series")
+    p.add_argument(
+        "--ladder", action="store_true", help="also measure base + each prefix of the series"
+    )
     return p
 
 
 def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
-    for name in ("steps", "draft_tokens", "cuda_graph_max_bs", "memory_context", "num_heads", "attn_tp_size"):
+    for name in (
+        "steps",
+        "draft_tokens",
+        "cuda_graph_max_bs",
+        "memory_context",
+        "num_heads",
+        "attn_tp_size",
+    ):
         if getattr(args, name) < 1:
             raise SystemExit(f"make bench: error: --{name.replace('_', '-')} must be >= 1")
     if max(args.batch_sizes) > args.cuda_graph_max_bs:

@@ -8,6 +8,10 @@ REPLAY = ("draft_replay", "verify_replay", "extend_replay")
 MiB = 1024 * 1024
 
 
+def _row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def _fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -26,11 +30,15 @@ def compare(base: dict, patched: dict) -> dict:
             phases = row[tree]
             phases["iteration"] = {
                 "host_us": sum(phases[p]["host_us"] for p in REPLAY),
-                "gpu_us": None if phases[REPLAY[0]]["gpu_us"] is None else sum(phases[p]["gpu_us"] for p in REPLAY),
+                "gpu_us": None
+                if phases[REPLAY[0]]["gpu_us"] is None
+                else sum(phases[p]["gpu_us"] for p in REPLAY),
                 "launches": sum(phases[p]["launches"] for p in REPLAY),
                 "alloc_bytes": sum(phases[p]["alloc_bytes"] for p in REPLAY),
             }
-        saving_ms = (row["base"]["iteration"]["host_us"] - row["patched"]["iteration"]["host_us"]) / 1e3
+        saving_ms = (
+            row["base"]["iteration"]["host_us"] - row["patched"]["iteration"]["host_us"]
+        ) / 1e3
         row["tpot_saving_ms"] = saving_ms / ACCEPT_LENGTH
         rows.append(row)
     return {"rows": rows, "memory": {"base": base["memory"], "patched": patched["memory"]}}
@@ -38,11 +46,24 @@ def compare(base: dict, patched: dict) -> dict:
 
 def markdown(result: dict, cfg: dict) -> str:
     lines = [
-        f"EAGLE {cfg['steps']} steps / topk {cfg['topk']} / {cfg['draft_tokens']} draft tokens, page {cfg['page_size']}, "
-        f"draft extend {cfg['extend_mode']}, CUDA-graph max bs {cfg['cuda_graph_max_bs']}, device {cfg['device']}, "
+        f"EAGLE {cfg['steps']} steps / topk {cfg['topk']} / {cfg['draft_tokens']} draft tokens, "
+        f"page {cfg['page_size']}, draft extend {cfg['extend_mode']}, "
+        f"CUDA-graph max bs {cfg['cuda_graph_max_bs']}, device {cfg['device']}, "
         f"{cfg['repeats']} repeats (median)",
         "",
-        "| context | bs | phase | host µs base | host µs patched | GPU µs base | GPU µs patched | launches base | launches patched | bytes alloc base | bytes alloc patched |",
+        _row(
+            "context",
+            "bs",
+            "phase",
+            "host µs base",
+            "host µs patched",
+            "GPU µs base",
+            "GPU µs patched",
+            "launches base",
+            "launches patched",
+            "bytes alloc base",
+            "bytes alloc patched",
+        ),
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["rows"]:
@@ -50,16 +71,41 @@ def markdown(result: dict, cfg: dict) -> str:
             b, p = row["base"][phase], row["patched"][phase]
             name = "**iteration (sum of replays)**" if phase == "iteration" else phase
             lines.append(
-                f"| {row['context']} | {row['bs']} | {name} | {_fmt(b['host_us'])} | {_fmt(p['host_us'])} | "
-                f"{_fmt(b['gpu_us'])} | {_fmt(p['gpu_us'])} | {b['launches']} | {p['launches']} | "
-                f"{b['alloc_bytes']} | {p['alloc_bytes']} |"
+                _row(
+                    row["context"],
+                    row["bs"],
+                    name,
+                    _fmt(b["host_us"]),
+                    _fmt(p["host_us"]),
+                    _fmt(b["gpu_us"]),
+                    _fmt(p["gpu_us"]),
+                    b["launches"],
+                    p["launches"],
+                    b["alloc_bytes"],
+                    p["alloc_bytes"],
+                )
             )
-    lines += ["", f"TPOT effect = host saving per iteration / accept length {ACCEPT_LENGTH} (seed PR on B200: {SEED_TPOT_SAVING_MS} ms):", ""]
-    lines += ["| context | bs | saving per iteration µs | TPOT effect ms |", "|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"TPOT effect = host saving per iteration / accept length {ACCEPT_LENGTH} "
+        f"(seed PR on B200: {SEED_TPOT_SAVING_MS} ms):",
+        "",
+    ]
+    lines += [
+        "| context | bs | saving per iteration µs | TPOT effect ms |",
+        "|---:|---:|---:|---:|",
+    ]
     for row in result["rows"]:
         saving = row["base"]["iteration"]["host_us"] - row["patched"]["iteration"]["host_us"]
-        lines.append(f"| {row['context']} | {row['bs']} | {saving:.1f} | {row['tpot_saving_ms']:.3f} |")
-    lines += ["", f"CUDA-graph state allocated by init_cuda_graph_state, context {cfg['memory_context']} (MiB):", ""]
+        lines.append(
+            f"| {row['context']} | {row['bs']} | {saving:.1f} | {row['tpot_saving_ms']:.3f} |"
+        )
+    lines += [
+        "",
+        "CUDA-graph state allocated by init_cuda_graph_state, "
+        f"context {cfg['memory_context']} (MiB):",
+        "",
+    ]
     lines += ["| max bs | backend | base | patched | returned |", "|---:|---|---:|---:|---:|"]
     mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
     for max_bs in mem_b:
@@ -67,8 +113,18 @@ def markdown(result: dict, cfg: dict) -> str:
         for backend in mem_b[max_bs]:
             b, p = mem_b[max_bs][backend]["bytes"], mem_p[max_bs][backend]["bytes"]
             total_b, total_p = total_b + b, total_p + p
-            lines.append(f"| {max_bs} | {backend} | {b / MiB:.1f} | {p / MiB:.1f} | {(b - p) / MiB:.1f} |")
-        lines.append(f"| {max_bs} | **total** | {total_b / MiB:.1f} | {total_p / MiB:.1f} | {(total_b - total_p) / MiB:.1f} |")
+            lines.append(
+                f"| {max_bs} | {backend} | {b / MiB:.1f} | {p / MiB:.1f} | {(b - p) / MiB:.1f} |"
+            )
+        lines.append(
+            _row(
+                max_bs,
+                "**total**",
+                f"{total_b / MiB:.1f}",
+                f"{total_p / MiB:.1f}",
+                f"{(total_b - total_p) / MiB:.1f}",
+            )
+        )
     return "\n".join(lines)
 
 
@@ -80,7 +136,8 @@ def regressions(result: dict) -> list[str]:
             b, p = row["base"][phase], row["patched"][phase]
             for key in ("launches", "alloc_bytes"):
                 if p[key] > b[key]:
-                    bad.append(f"context {row['context']} bs {row['bs']} {phase}: {key} {b[key]} -> {p[key]}")
+                    where = f"context {row['context']} bs {row['bs']} {phase}"
+                    bad.append(f"{where}: {key} {b[key]} -> {p[key]}")
     mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
     for max_bs in mem_b:
         for backend in mem_b[max_bs]:
@@ -99,7 +156,7 @@ def chart(result: dict, path) -> None:
     contexts = sorted({r["context"] for r in result["rows"]})
     phases = (*REPLAY, "draft_eager")
     fig, axes = plt.subplots(1, len(contexts), figsize=(6.5 * len(contexts), 4.8), squeeze=False)
-    for ax, context in zip(axes[0], contexts):
+    for ax, context in zip(axes[0], contexts, strict=True):
         rows = [r for r in result["rows"] if r["context"] == context]
         labels, base, patched = [], [], []
         for r in rows:
@@ -121,15 +178,23 @@ def chart(result: dict, path) -> None:
 def ladder_markdown(steps: list, cfg: dict) -> str:
     """One line per patch and (context, bs): iteration and eager, before -> after."""
     lines = [
-        "| patch | context | bs | iteration host µs | iteration GPU µs | iteration launches | draft eager host µs | draft eager launches | graph state MiB (max bs "
-        + str(max(cfg["memory_max_bs"]))
-        + ") |",
+        _row(
+            "patch",
+            "context",
+            "bs",
+            "iteration host µs",
+            "iteration GPU µs",
+            "iteration launches",
+            "draft eager host µs",
+            "draft eager launches",
+            f"graph state MiB (max bs {max(cfg['memory_max_bs'])})",
+        ),
         "|---|---:|---:|---|---|---|---|---|---|",
     ]
     for label, result in steps:
         mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
         top = str(max(int(k) for k in mem_b))
-        mib = lambda m: sum(v["bytes"] for v in m[top].values()) / MiB  # noqa: E731
+        mib_b, mib_p = (sum(v["bytes"] for v in m[top].values()) / MiB for m in (mem_b, mem_p))
         for row in result["rows"]:
             b, p = row["base"], row["patched"]
             lines.append(
@@ -139,6 +204,6 @@ def ladder_markdown(steps: list, cfg: dict) -> str:
                 f"{b['iteration']['launches']} -> {p['iteration']['launches']} | "
                 f"{_fmt(b['draft_eager']['host_us'])} -> {_fmt(p['draft_eager']['host_us'])} | "
                 f"{b['draft_eager']['launches']} -> {p['draft_eager']['launches']} | "
-                f"{mib(mem_b):.1f} -> {mib(mem_p):.1f} |"
+                f"{mib_b:.1f} -> {mib_p:.1f} |"
             )
     return "\n".join(lines)

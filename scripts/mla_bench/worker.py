@@ -12,6 +12,7 @@ measured the same way. The memory figure is the bytes that
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -77,10 +78,15 @@ class TreeBench:
         return {
             "host_us": statistics.median(host),
             "gpu_us": statistics.median(gpu) if gpu else None,
-            **{k: counts.as_dict()[k] for k in ("launches", "triton", "torch", "syncs", "allocs", "alloc_bytes")},
+            **{
+                k: counts.as_dict()[k]
+                for k in ("launches", "triton", "torch", "syncs", "allocs", "alloc_bytes")
+            },
         }
 
     def iteration(self, context_len: int) -> list[dict]:
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
         from mla_harness import standin
         from mla_harness.batches import (
             Batch,
@@ -90,12 +96,13 @@ class TreeBench:
             verify_spec_info,
         )
         from mla_harness.replacements import cuda_factories_on_cpu
-        from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         c = self.cfg
         s = self.setup(context_len, c["cuda_graph_max_bs"])
         b = standin.build_backends(s, self.device)
-        extend_mode = ForwardMode.DRAFT_EXTEND if c["extend_mode"] == "v1" else ForwardMode.DRAFT_EXTEND_V2
+        extend_mode = (
+            ForwardMode.DRAFT_EXTEND if c["extend_mode"] == "v1" else ForwardMode.DRAFT_EXTEND_V2
+        )
         extend_tokens = s.steps + 1 if c["extend_mode"] == "v1" else s.draft_tokens
         verify_spec = verify_spec_info(s.draft_tokens)
         statics = {}
@@ -103,27 +110,49 @@ class TreeBench:
             b.draft.init_cuda_graph_state(s.max_bs, s.max_bs * s.topk)
             b.target.init_cuda_graph_state(s.max_bs, s.max_bs * s.draft_tokens)
             b.draft_extend.init_cuda_graph_state(s.max_bs, s.max_bs * extend_tokens)
-            for name, fill in (("draft", b.draft.attn_backends[0]), ("verify", b.target), ("extend", b.draft_extend)):
-                statics[name] = StaticInputs(s.max_bs, fill.get_cuda_graph_seq_len_fill_value(), self.device)
+            for name, fill in (
+                ("draft", b.draft.attn_backends[0]),
+                ("verify", b.target),
+                ("extend", b.draft_extend),
+            ):
+                statics[name] = StaticInputs(
+                    s.max_bs, fill.get_cuda_graph_seq_len_fill_value(), self.device
+                )
             for bs in c["batch_sizes"]:
                 rpi, lens = statics["draft"].capture_inputs(bs)
-                fb = forward_batch(Batch(tuple(range(bs)), (1,) * bs), ForwardMode.DECODE, b.runner, self.device, draft_spec_info())
+                fb = forward_batch(
+                    Batch(tuple(range(bs)), (1,) * bs),
+                    ForwardMode.DECODE,
+                    b.runner,
+                    self.device,
+                    draft_spec_info(),
+                )
                 fb.req_pool_indices, fb.seq_lens = rpi, lens
                 b.draft.init_forward_metadata_capture_cuda_graph(fb)
                 rpi, lens = statics["verify"].capture_inputs(bs)
-                b.target.init_forward_metadata_capture_cuda_graph(bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, verify_spec)
+                b.target.init_forward_metadata_capture_cuda_graph(
+                    bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, verify_spec
+                )
                 rpi, lens = statics["extend"].capture_inputs(bs)
-                b.draft_extend.init_forward_metadata_capture_cuda_graph(bs, bs * extend_tokens, rpi, lens, None, extend_mode, draft_spec_info())
+                b.draft_extend.init_forward_metadata_capture_cuda_graph(
+                    bs, bs * extend_tokens, rpi, lens, None, extend_mode, draft_spec_info()
+                )
         rows = []
         rng = random.Random(context_len)
         reserve = max(s.draft_tokens, s.steps + 1) + 1
         for bs in c["batch_sizes"]:
-            lens = tuple(rng.randint(int(0.9 * context_len), context_len - reserve) for _ in range(bs))
+            lens = tuple(
+                rng.randint(int(0.9 * context_len), context_len - reserve) for _ in range(bs)
+            )
             batch = Batch(tuple(rng.sample(range(s.rows), bs)), lens, (extend_tokens,) * bs)
-            draft_fb = forward_batch(batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info())
+            draft_fb = forward_batch(
+                batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info()
+            )
             statics["draft"].load(draft_fb, bs)
             phases = {}
-            phases["draft_replay"] = self.timed(lambda: b.draft.init_forward_metadata_replay_cuda_graph(draft_fb, bs))
+            phases["draft_replay"] = self.timed(
+                functools.partial(b.draft.init_forward_metadata_replay_cuda_graph, draft_fb, bs)
+            )
             for name, backend, mode, spec in (
                 ("verify", b.target, ForwardMode.TARGET_VERIFY, verify_spec),
                 ("extend", b.draft_extend, extend_mode, draft_spec_info()),
@@ -134,12 +163,18 @@ class TreeBench:
                 n = None if name == "extend" else bs
                 args = (bs, st.req_pool_indices[:n], st.seq_lens[:n], sum(lens), None, mode, spec)
                 phases[f"{name}_replay"] = self.timed(
-                    lambda backend=backend, args=args, st=st, n=n: backend.init_forward_metadata_replay_cuda_graph(
-                        *args, seq_lens_cpu=st.seq_lens_cpu[:n]
+                    functools.partial(
+                        backend.init_forward_metadata_replay_cuda_graph,
+                        *args,
+                        seq_lens_cpu=st.seq_lens_cpu[:n],
                     )
                 )
-            eager_fb = forward_batch(batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info())
-            phases["draft_eager"] = self.timed(lambda: b.draft.init_forward_metadata(eager_fb))
+            eager_fb = forward_batch(
+                batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info()
+            )
+            phases["draft_eager"] = self.timed(
+                functools.partial(b.draft.init_forward_metadata, eager_fb)
+            )
             rows.append({"context": context_len, "bs": bs, "phases": phases})
             progress(f"  context {context_len} bs {bs} done")
         return rows
@@ -157,16 +192,20 @@ class TreeBench:
         for name, call in (
             ("draft", lambda: b.draft.init_cuda_graph_state(max_bs, max_bs * s.topk)),
             ("target", lambda: b.target.init_cuda_graph_state(max_bs, max_bs * s.draft_tokens)),
-            ("draft_extend", lambda: b.draft_extend.init_cuda_graph_state(max_bs, max_bs * extend_tokens)),
+            (
+                "draft_extend",
+                lambda: b.draft_extend.init_cuda_graph_state(max_bs, max_bs * extend_tokens),
+            ),
         ):
             before = self.torch.cuda.memory_allocated() if self.cuda else 0
             with cuda_factories_on_cpu(self.cuda), count_launches() as counts:
                 call()
             out[name] = {
                 "bytes": counts.alloc_bytes,
-                "cuda_allocated_delta": (self.torch.cuda.memory_allocated() - before) if self.cuda else None,
+                "cuda_allocated_delta": (self.torch.cuda.memory_allocated() - before)
+                if self.cuda
+                else None,
             }
-        del b
         return out
 
 
@@ -213,7 +252,11 @@ def main(argv=None) -> int:
         memory[str(max_bs)] = bench.memory(max_bs)
     import sglang
 
-    args.out.write_text(json.dumps({"rows": rows, "memory": memory, "machine": machine(), "sglang_file": sglang.__file__}))
+    args.out.write_text(
+        json.dumps(
+            {"rows": rows, "memory": memory, "machine": machine(), "sglang_file": sglang.__file__}
+        )
+    )
     return 0
 
 

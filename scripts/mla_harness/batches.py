@@ -38,9 +38,7 @@ def forward_batch(batch: Batch, mode, runner, device: str, spec_info=None):
     fb = SimpleNamespace(
         forward_mode=mode,
         batch_size=batch.size,
-        req_pool_indices=torch.tensor(
-            batch.req_pool_indices, dtype=torch.int64, device=device
-        ),
+        req_pool_indices=torch.tensor(batch.req_pool_indices, dtype=torch.int64, device=device),
         seq_lens=seq_lens,
         seq_lens_cpu=seq_lens_cpu,
         seq_lens_sum=sum(batch.seq_lens),
@@ -52,9 +50,7 @@ def forward_batch(batch: Batch, mode, runner, device: str, spec_info=None):
         extend_prefix_lens_cpu=None,
     )
     if batch.extend_lens:
-        fb.extend_seq_lens = torch.tensor(
-            batch.extend_lens, dtype=torch.int32, device=device
-        )
+        fb.extend_seq_lens = torch.tensor(batch.extend_lens, dtype=torch.int32, device=device)
         fb.extend_seq_lens_cpu = list(batch.extend_lens)
     return fb
 
@@ -110,7 +106,5 @@ class StaticInputs:
         padded.seq_lens = self.seq_lens[:bs]
         padded.req_pool_indices = self.req_pool_indices[:bs]
         padded.seq_lens_cpu = self.seq_lens_cpu[:bs]
-        padded.positions = torch.cat(
-            [fb.positions, fb.positions.new_zeros(bs - fb.batch_size)]
-        )
+        padded.positions = torch.cat([fb.positions, fb.positions.new_zeros(bs - fb.batch_size)])
         return padded

@@ -66,7 +66,9 @@ class Check:
 
         s = self.setup
         reserve = max(s.draft_tokens, s.steps + 1) + 1
-        lens = tuple(self.rng.randint(s.draft_tokens + 1, s.context_len - reserve) for _ in range(raw_bs))
+        lens = tuple(
+            self.rng.randint(s.draft_tokens + 1, s.context_len - reserve) for _ in range(raw_bs)
+        )
         ext = tuple(extend_uniform or self.rng.randint(1, s.steps + 1) for _ in range(raw_bs))
         return Batch(tuple(self.rng.sample(range(s.rows), raw_bs)), lens, ext)
 
@@ -75,7 +77,9 @@ class Check:
         from .batches import draft_spec_info, forward_batch, verify_spec_info
 
         b = self.backends
-        backend = {"draft": b.draft, "decode": b.target, "verify": b.target}.get(mode, b.draft_extend)
+        backend = {"draft": b.draft, "decode": b.target, "verify": b.target}.get(
+            mode, b.draft_extend
+        )
         fmode = {
             "draft": self.mode.DECODE,
             "decode": self.mode.DECODE,
@@ -83,11 +87,17 @@ class Check:
             "extend_v1": self.mode.DRAFT_EXTEND,
             "extend_v2": self.mode.DRAFT_EXTEND_V2,
         }[mode]
-        q_len = {"verify": s.draft_tokens, "extend_v1": s.steps + 1, "extend_v2": s.draft_tokens}.get(mode, 1)
+        q_len = {
+            "verify": s.draft_tokens,
+            "extend_v1": s.steps + 1,
+            "extend_v2": s.draft_tokens,
+        }.get(mode, 1)
         spec = verify_spec_info(s.draft_tokens) if mode == "verify" else draft_spec_info()
         # Graph replays run every request at the runner's full tokens-per-request.
         uniform = {"extend_v1": s.steps + 1, "extend_v2": s.draft_tokens}.get(mode)
-        fill = (b.draft.attn_backends[0] if mode == "draft" else backend).get_cuda_graph_seq_len_fill_value()
+        fill = (
+            b.draft.attn_backends[0] if mode == "draft" else backend
+        ).get_cuda_graph_seq_len_fill_value()
         static = self.static_cls(s.max_bs, fill, "cuda")
         if mode == "draft":
             backend.init_cuda_graph_state(s.max_bs, s.max_bs)
@@ -103,15 +113,20 @@ class Check:
                 backend.init_forward_metadata_capture_cuda_graph(fb)
                 metas = [x.decode_cuda_graph_metadata[bs] for x in backend.attn_backends]
             else:
-                backend.init_forward_metadata_capture_cuda_graph(bs, bs * q_len, rpi, lens, None, fmode, spec)
+                backend.init_forward_metadata_capture_cuda_graph(
+                    bs, bs * q_len, rpi, lens, None, fmode, spec
+                )
                 metas = [backend.decode_cuda_graph_metadata[bs]]
             kv_lens = [lens if mode in ("draft", "decode") else m.seq_lens_k for m in metas]
-            for m, kl in zip(metas, kv_lens):  # warm up outside the graph
+            for m, kl in zip(metas, kv_lens, strict=True):  # warm up outside the graph
                 paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size)
             torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
-                outs = [paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size) for m, kl in zip(metas, kv_lens)]
+                outs = [
+                    paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size)
+                    for m, kl in zip(metas, kv_lens, strict=True)
+                ]
             graphs[bs] = (g, q, outs)
         for i in range(replays):
             raw_bs = self.rng.randint(1, s.max_bs)
@@ -121,21 +136,35 @@ class Check:
             q.normal_()
             fb = forward_batch(batch, fmode, b.runner, "cuda", spec)
             if mode == "draft":
-                backend.init_forward_metadata_replay_cuda_graph(static.padded_draft_batch(fb, bs), bs)
+                backend.init_forward_metadata_replay_cuda_graph(
+                    static.padded_draft_batch(fb, bs), bs
+                )
             else:
                 static.load(fb, bs)
                 rows = None if mode.startswith("extend") else bs  # as SGLang's runners pass them
                 backend.init_forward_metadata_replay_cuda_graph(
-                    bs, static.req_pool_indices[:rows], static.seq_lens[:rows], fb.seq_lens_sum, None, fmode, spec,
+                    bs,
+                    static.req_pool_indices[:rows],
+                    static.seq_lens[:rows],
+                    fb.seq_lens_sum,
+                    None,
+                    fmode,
+                    spec,
                     seq_lens_cpu=static.seq_lens_cpu[:rows],
                 )
             g.replay()
             eager_fb = forward_batch(batch, fmode, b.runner, "cuda", spec)
             backend.init_forward_metadata(eager_fb)
-            eager_metas = [x.forward_decode_metadata for x in backend.attn_backends] if mode == "draft" else [eager_fb.decode_trtllm_mla_metadata]
-            for out, meta in zip(outs, eager_metas):
+            eager_metas = (
+                [x.forward_decode_metadata for x in backend.attn_backends]
+                if mode == "draft"
+                else [eager_fb.decode_trtllm_mla_metadata]
+            )
+            for out, meta in zip(outs, eager_metas, strict=True):
                 kl = eager_fb.seq_lens if mode in ("draft", "decode") else meta.seq_lens_k
-                ref = paged_mla_decode(q[:raw_bs], self.kv_cache, meta.block_kv_indices, kl, s.page_size)
+                ref = paged_mla_decode(
+                    q[:raw_bs], self.kv_cache, meta.block_kv_indices, kl, s.page_size
+                )
                 got = out[:raw_bs]
                 err = ((got - ref).norm() / ref.norm()).item()
                 worst = max(worst, err)
@@ -156,7 +185,12 @@ def main(argv=None) -> int:
     from .standin import Setup
 
     report = []
-    for i, setup in enumerate([Setup(page_size=64, context_len=2048, max_bs=4), Setup(page_size=32, context_len=1024, max_bs=3, steps=4, draft_tokens=5)]):
+    for i, setup in enumerate(
+        [
+            Setup(page_size=64, context_len=2048, max_bs=4),
+            Setup(page_size=32, context_len=1024, max_bs=3, steps=4, draft_tokens=5),
+        ]
+    ):
         for mode in MODES:
             report.append({"setup": i, **Check(setup, seed=i).run(mode, args.replays)})
     print(json.dumps(report))

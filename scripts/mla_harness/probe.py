@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -128,7 +127,9 @@ class Driver:
             fb = self._fb(batch, self.mode.DECODE, draft_spec_info())
             fb.req_pool_indices, fb.seq_lens = rpi, lens
             self._call(draft.init_forward_metadata_capture_cuda_graph, fb)
-            ptrs[bs] = [buffer_pointers(b.decode_cuda_graph_metadata[bs]) for b in draft.attn_backends]
+            ptrs[bs] = [
+                buffer_pointers(b.decode_cuda_graph_metadata[bs]) for b in draft.attn_backends
+            ]
         records = [{"state": state, "capture_ptrs": ptrs}]
         for batch in self.batches:
             bs = self._graph_bs(batch.size)
@@ -171,7 +172,13 @@ class Driver:
             rpi, lens = static.capture_inputs(bs)
             self._call(
                 backend.init_forward_metadata_capture_cuda_graph,
-                bs, bs * tokens_per_bs, rpi, lens, None, mode, spec_info,
+                bs,
+                bs * tokens_per_bs,
+                rpi,
+                lens,
+                None,
+                mode,
+                spec_info,
             )
             ptrs[bs] = [buffer_pointers(backend.decode_cuda_graph_metadata[bs])]
         records = [{"state": state, "capture_ptrs": ptrs}]
@@ -219,18 +226,25 @@ class Driver:
         return verify_spec_info(self.setup.draft_tokens)
 
     def phase_verify_eager(self):
-        return self._single_eager(self.backends.target, self.mode.TARGET_VERIFY, self._verify_info())
+        return self._single_eager(
+            self.backends.target, self.mode.TARGET_VERIFY, self._verify_info()
+        )
 
     def phase_verify_graph(self):
         return self._single_graph(
-            self.backends.target, self.mode.TARGET_VERIFY, self.setup.draft_tokens, self._verify_info()
+            self.backends.target,
+            self.mode.TARGET_VERIFY,
+            self.setup.draft_tokens,
+            self._verify_info(),
         )
 
     def phase_extend_v1_eager(self):
         return self._single_eager(self.backends.draft_extend, self.mode.DRAFT_EXTEND)
 
     def phase_extend_v1_graph(self):
-        return self._single_graph(self.backends.draft_extend, self.mode.DRAFT_EXTEND, self.setup.steps + 1)
+        return self._single_graph(
+            self.backends.draft_extend, self.mode.DRAFT_EXTEND, self.setup.steps + 1
+        )
 
     def _uniform_extend(self):
         # DRAFT_EXTEND_V2 (the overlap worker) extends every request by

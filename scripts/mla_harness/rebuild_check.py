@@ -33,11 +33,16 @@ def _case(rng, device):
     rows, bs = rng.randint(2, 9), rng.randint(1, 8)
     blocks = -(-ctx // page)
     width = blocks + rng.choice((0, 1, 7, 64))  # any block-table width
-    pool = torch.randperm(rows * ctx, dtype=torch.int64)[: rows * ctx].view(rows, ctx).to(torch.int32)
+    pool = (
+        torch.randperm(rows * ctx, dtype=torch.int64)[: rows * ctx].view(rows, ctx).to(torch.int32)
+    )
     rpi = torch.tensor([rng.randrange(rows) for _ in range(bs)], dtype=torch.int64)
     offset = rng.choice((0, rng.randint(1, 8)))
     marks = [1, page - 1, page, page + 1, 4095, 4096, 4097, ctx - offset - 1, ctx - offset]
-    lens = torch.tensor([rng.choice([m for m in marks if 1 <= m <= ctx - offset]) for _ in range(bs)], dtype=torch.int64)
+    lens = torch.tensor(
+        [rng.choice([m for m in marks if 1 <= m <= ctx - offset]) for _ in range(bs)],
+        dtype=torch.int64,
+    )
     garbage = torch.randint(-(2**31), 2**31 - 1, (bs, width), dtype=torch.int32)
     to = lambda t: t.to(device)  # noqa: E731
     return page, to(pool), to(rpi), to(lens), offset, to(garbage)
@@ -61,7 +66,16 @@ def check_kernel(cases: int, device: str) -> dict:
             pool, rpi, kv_lens, None, want_table, pool.stride(0), width, PAGED_SIZE=page
         )
         mod.fill_cuda_graph_metadata_kernel[(bs,)](
-            pool, rpi, lens, offset, got_k, got_table, pool.stride(0), width, PAGED_SIZE=page, WRITE_SEQ_LENS_K=True
+            pool,
+            rpi,
+            lens,
+            offset,
+            got_k,
+            got_table,
+            pool.stride(0),
+            width,
+            PAGED_SIZE=page,
+            WRITE_SEQ_LENS_K=True,
         )
         assert torch.equal(want_table, got_table), "block table differs"
         assert torch.equal(want_k, got_k), "seq_lens_k differs"
@@ -89,18 +103,29 @@ def _recompiles(mod, rng, device):
         lens = torch.randint(1, pool.shape[1] - 16, (bs,), device=device)
         table = torch.empty(bs, width, dtype=torch.int32, device=device)
         k = torch.empty(bs, dtype=torch.int32, device=device)
-        kernel[(bs,)](pool, rpi, lens, offset, k, table, pool.stride(0), width, PAGED_SIZE=page, WRITE_SEQ_LENS_K=True)
+        kernel[(bs,)](
+            pool,
+            rpi,
+            lens,
+            offset,
+            k,
+            table,
+            pool.stride(0),
+            width,
+            PAGED_SIZE=page,
+            WRITE_SEQ_LENS_K=True,
+        )
     return variants() - before
 
 
 def check_guard(device: str) -> dict:
     import torch
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     from . import standin
     from .batches import StaticInputs, verify_spec_info
     from .launches import count_launches
     from .visible import expected_block_prefix, kernel_view
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     s = standin.Setup(page_size=64, context_len=4096, max_bs=6)
     b = standin.build_backends(s, device)
@@ -109,7 +134,9 @@ def check_guard(device: str) -> dict:
     spec = verify_spec_info(s.draft_tokens)
     bs = 4
     rpi, lens = static.capture_inputs(bs)
-    b.target.init_forward_metadata_capture_cuda_graph(bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, spec)
+    b.target.init_forward_metadata_capture_cuda_graph(
+        bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, spec
+    )
     rng = random.Random(3)
     outcomes = {}
 
@@ -121,23 +148,34 @@ def check_guard(device: str) -> dict:
         "captured slices": lambda: (static.req_pool_indices[:bs], static.seq_lens[:bs]),
         "whole buffers": lambda: (static.req_pool_indices, static.seq_lens),
         "new tensors": lambda: (static.req_pool_indices[:bs].clone(), static.seq_lens[:bs].clone()),
-        "int32 seq_lens": lambda: (static.req_pool_indices[:bs], static.seq_lens[:bs].to(torch.int32)),
+        "int32 seq_lens": lambda: (
+            static.req_pool_indices[:bs],
+            static.seq_lens[:bs].to(torch.int32),
+        ),
         "offset view": lambda: (static.req_pool_indices[1 : bs + 1], static.seq_lens[1 : bs + 1]),
     }
     for name, make in cases.items():
         fresh()
         rpi_in, lens_in = make()
         with count_launches() as counts:
-            b.target.init_forward_metadata_replay_cuda_graph(bs, rpi_in, lens_in, 0, None, ForwardMode.TARGET_VERIFY, spec, seq_lens_cpu=None)
+            b.target.init_forward_metadata_replay_cuda_graph(
+                bs, rpi_in, lens_in, 0, None, ForwardMode.TARGET_VERIFY, spec, seq_lens_cpu=None
+            )
             torch.cuda.synchronize()
         meta = b.target.decode_cuda_graph_metadata[bs]
         kv = lens_in[:bs].long() + s.draft_tokens
         view = kernel_view(meta, meta.seq_lens_k, bs, s.page_size)
-        want = expected_block_prefix(b.runner.req_to_token_pool.req_to_token, rpi_in[:bs], kv, s.page_size)
-        correct = bool((view["seq_lens"] == kv.cpu().numpy()).all()) and all(
-            (g == w).all() for g, w in zip(view["block_prefix"], want)
+        want = expected_block_prefix(
+            b.runner.req_to_token_pool.req_to_token, rpi_in[:bs], kv, s.page_size
         )
-        outcomes[name] = {"graph_replays": counts.graphs, "direct_launches": sum(counts.triton.values()), "correct": correct}
+        correct = bool((view["seq_lens"] == kv.cpu().numpy()).all()) and all(
+            (g == w).all() for g, w in zip(view["block_prefix"], want, strict=True)
+        )
+        outcomes[name] = {
+            "graph_replays": counts.graphs,
+            "direct_launches": sum(counts.triton.values()),
+            "correct": correct,
+        }
     return outcomes
 
 

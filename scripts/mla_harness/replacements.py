@@ -56,7 +56,9 @@ def prepare_environment(use_cuda: bool) -> None:
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             raise RuntimeError("TRITON_INTERPRET=1 must be set before triton loads")
         os.environ["TRITON_INTERPRET"] = "1"
-    absent = [n for n in CUDA_ONLY_MODULES if n not in sys.modules and importlib.util.find_spec(n) is None]
+    absent = [
+        n for n in CUDA_ONLY_MODULES if n not in sys.modules and importlib.util.find_spec(n) is None
+    ]
     if absent:
         sys.meta_path.insert(0, _AbsentFinder(absent))
 
@@ -132,9 +134,7 @@ def install_attention_tp(world_size: int) -> None:
     """Replacement 6: the attention TP group of a single process."""
     from sglang.srt.distributed import parallel_state
 
-    parallel_state._ATTN_TP = SimpleNamespace(
-        world_size=world_size, rank_in_group=0, rank=0
-    )
+    parallel_state._ATTN_TP = SimpleNamespace(world_size=world_size, rank_in_group=0, rank=0)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,10 @@ def scenario(rng: random.Random, index: int, max_bs_cap: int = 6) -> dict:
     batches = []
     for _ in range(3):
         raw_bs = rng.randint(1, max_bs)
-        seq_lens = [rng.choice(lengths) if rng.random() < 0.7 else rng.randint(1, context_len - reserve) for _ in range(raw_bs)]
+        seq_lens = [
+            rng.choice(lengths) if rng.random() < 0.7 else rng.randint(1, context_len - reserve)
+            for _ in range(raw_bs)
+        ]
         extend = [rng.randint(1, min(steps + 1, s)) for s in seq_lens]
         batches.append(
             {

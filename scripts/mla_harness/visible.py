@@ -33,7 +33,7 @@ def expected_block_prefix(req_to_token, req_pool_indices, seq_lens, page_size):
     """Independent oracle: first slot of every page a request covers, in pages."""
     pool = _np(req_to_token)
     out = []
-    for rpi, length in zip(_np(req_pool_indices), _np(seq_lens)):
+    for rpi, length in zip(_np(req_pool_indices), _np(seq_lens), strict=True):
         slots = pool[int(rpi), : -(-int(length) // page_size) * page_size : page_size]
         out.append((slots // page_size).astype(np.int64))
     return out

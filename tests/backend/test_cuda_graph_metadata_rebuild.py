@@ -11,10 +11,8 @@ metadata either way.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 from mla_harness import subprocess_env
 

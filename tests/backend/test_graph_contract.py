@@ -27,13 +27,15 @@ def _expected_kernel_lens(phase, seq_lens, setup):
 @pytest.mark.parametrize("tree", ["base", "patched"])
 @pytest.mark.parametrize("phase", GRAPH_PHASES)
 def test_graph_buffers_stable_and_refreshed(results, plan, tree, phase):
-    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"], strict=True):
         setup, page = scenario["setup"], scenario["setup"]["page_size"]
         captured = out[phase][0]["capture_ptrs"]
         for call in out[phase][1:]:
             assert call["ptrs"] == captured[call["bs"]], f"{scenario['name']}: buffer moved"
             lens = _expected_kernel_lens(phase, call["inputs"]["seq_lens"], setup)
-            want = expected_block_prefix(out["req_to_token"], call["inputs"]["req_pool_indices"], lens, page)
+            want = expected_block_prefix(
+                out["req_to_token"], call["inputs"]["req_pool_indices"], lens, page
+            )
             for view in call["views"]:
                 assert np.array_equal(view["seq_lens"], lens), f"{scenario['name']}: seq_lens_k"
                 for row, (got, exp) in enumerate(zip(view["block_prefix"], want, strict=True)):
@@ -43,12 +45,16 @@ def test_graph_buffers_stable_and_refreshed(results, plan, tree, phase):
 @pytest.mark.parametrize("tree", ["base", "patched"])
 @pytest.mark.parametrize("phase", EAGER_PHASES)
 def test_eager_metadata_matches_oracle(results, plan, tree, phase):
-    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"], strict=True):
         setup, page = scenario["setup"], scenario["setup"]["page_size"]
-        for batch, call in zip(scenario["batches"], out[phase]):
+        for batch, call in zip(scenario["batches"], out[phase], strict=True):
             seq_lens = np.asarray(batch["seq_lens"])
             if phase.startswith("extend"):
-                ext = np.asarray(batch["extend_lens"] if phase == "extend_v1_eager" else [setup["draft_tokens"]] * len(seq_lens))
+                ext = np.asarray(
+                    batch["extend_lens"]
+                    if phase == "extend_v1_eager"
+                    else [setup["draft_tokens"]] * len(seq_lens)
+                )
                 lens = seq_lens - ext + ext.max()  # NOTE(draft_extend seq_len handling)
             else:
                 lens = _expected_kernel_lens(phase, seq_lens, setup)

@@ -30,12 +30,17 @@ def _assert_same_view(base, patched, where):
 @pytest.mark.parametrize("phase", PHASES)
 def test_kernel_visible_metadata_identical(results, plan, phase):
     compared = 0
-    for scenario, base, patched in zip(plan["scenarios"], results["base"]["scenarios"], results["patched"]["scenarios"], strict=True):
+    for scenario, base, patched in zip(
+        plan["scenarios"],
+        results["base"]["scenarios"],
+        results["patched"]["scenarios"],
+        strict=True,
+    ):
         base_calls, patched_calls = _calls(base[phase]), _calls(patched[phase])
         assert len(base_calls) == len(patched_calls) == len(scenario["batches"])
-        for call, (b, p) in enumerate(zip(base_calls, patched_calls)):
+        for call, (b, p) in enumerate(zip(base_calls, patched_calls, strict=True)):
             assert len(b["views"]) == len(p["views"]) >= 1
-            for step, (bv, pv) in enumerate(zip(b["views"], p["views"])):
+            for step, (bv, pv) in enumerate(zip(b["views"], p["views"], strict=True)):
                 _assert_same_view(bv, pv, f"{scenario['name']} {phase} call {call} backend {step}")
                 compared += 1
     assert compared >= len(plan["scenarios"])

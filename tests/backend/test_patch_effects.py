@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 
 ON_BOTH = [
-    pytest.param("base", marks=pytest.mark.xfail(strict=True, reason="the base tree lacks this change")),
+    pytest.param(
+        "base", marks=pytest.mark.xfail(strict=True, reason="the base tree lacks this change")
+    ),
     "patched",
 ]
 INT32 = 4
@@ -22,7 +24,7 @@ def _replays(out, phase):
 
 
 def _each(results, plan, tree, phase):
-    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"], strict=True):
         for call in _replays(out, phase):
             yield scenario["setup"], call
 
@@ -80,12 +82,14 @@ def _block_table_bytes(setup):
 
 
 def _states(results, plan, tree, phase):
-    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"]):
+    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"], strict=True):
         yield scenario["setup"], out[phase][0]
 
 
 @pytest.mark.parametrize("tree", ON_BOTH)
-@pytest.mark.parametrize("phase", ["draft_graph", "verify_graph", "extend_v1_graph", "decode_graph"])
+@pytest.mark.parametrize(
+    "phase", ["draft_graph", "verify_graph", "extend_v1_graph", "decode_graph"]
+)
 def test_graph_state_is_one_block_table(results, plan, tree, phase):
     """0003: init_cuda_graph_state allocates the block table and nothing else;
     the multi-step draft's steps share one."""
@@ -96,7 +100,7 @@ def test_graph_state_is_one_block_table(results, plan, tree, phase):
 @pytest.mark.parametrize("tree", ON_BOTH)
 def test_draft_steps_share_one_block_table(results, plan, tree):
     """0003: every step's captured graph reads the same block table."""
-    for setup, state in _states(results, plan, tree, "draft_graph"):
+    for _, state in _states(results, plan, tree, "draft_graph"):
         for per_step in state["capture_ptrs"].values():
             assert len({p["block_kv_indices"] for p in per_step}) == 1
 

@@ -9,10 +9,8 @@ iteration. CPU timings measure the Triton interpreter and are not checked.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 from mla_harness import subprocess_env
 

@@ -9,23 +9,29 @@ must equal the same consumer run eagerly on ``init_forward_metadata``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
 from mla_harness import subprocess_env
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
 def test_graph_replays_equal_eager(trees, tree, request):
     env = subprocess_env()
-    cmd = [sys.executable, "-m", "mla_harness.consumer", "--tree", str(trees[tree]), "--replays", str(request.config.getoption("--graph-replays"))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mla_harness.consumer",
+        "--tree",
+        str(trees[tree]),
+        "--replays",
+        str(request.config.getoption("--graph-replays")),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])

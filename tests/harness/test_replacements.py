@@ -30,7 +30,9 @@ print("ok")
 def test_absent_cuda_packages_import_but_refuse_calls():
     """Submodules of absent CUDA-only packages import (SGLang imports them at
     module load on CUDA hosts); calling anything from them fails the test."""
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=subprocess_env(), capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], env=subprocess_env(), capture_output=True, text=True
+    )
     if "already installed" in proc.stdout:
         pytest.skip("real packages installed")
     assert proc.returncode == 0, proc.stderr
