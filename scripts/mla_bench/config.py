@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 ACCEPT_LENGTH = 3.94  # seed PR #26241: accept length with EAGLE3 3 steps / topk 1
 SEED_TPOT_SAVING_MS = 0.06  # seed PR #26241: mean TPOT 2.47 ms -> 2.41 ms (B200, TP 4)
@@ -111,19 +111,9 @@ def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
             raise SystemExit(f"make bench: error: --{name.replace('_', '-')} must be >= 1")
     if max(args.batch_sizes) > args.cuda_graph_max_bs:
         raise SystemExit("make bench: error: --batch-sizes must not exceed --cuda-graph-max-bs")
+    same_name = {f.name for f in fields(BenchConfig)} - {"repeats", "warmup", "device"}
     cfg = BenchConfig(
-        steps=args.steps,
-        draft_tokens=args.draft_tokens,
-        topk=args.topk,
-        page_size=args.page_size,
-        num_heads=args.num_heads,
-        attn_tp_size=args.attn_tp_size,
-        contexts=args.contexts,
-        batch_sizes=args.batch_sizes,
-        cuda_graph_max_bs=args.cuda_graph_max_bs,
-        memory_max_bs=args.memory_max_bs,
-        memory_context=args.memory_context,
-        extend_mode=args.extend_mode,
+        **{name: getattr(args, name) for name in same_name},
         repeats=args.repeats or (200 if cuda else 3),
         warmup=args.warmup if args.warmup is not None else (20 if cuda else 1),
         device="cuda" if cuda else "cpu",
