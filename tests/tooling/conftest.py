@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,14 +69,26 @@ def pinned_wheel(offline_env) -> Path:
         os.environ.update(offline)
 
 
+def scratch_root(tmp_path: Path) -> tuple[Path, bool]:
+    """Where a workspace goes: tmpfs when there is room (these tests are I/O
+    bound), else ``tmp_path``. The flag says whether it must be removed."""
+    shm = Path("/dev/shm")
+    wanted = os.environ.get("SGLPATCH_TEST_TMPFS", "1") != "0"
+    if wanted and shm.is_dir() and os.access(shm, os.W_OK):
+        if shutil.disk_usage(shm).free > 4 << 30:
+            return Path(tempfile.mkdtemp(prefix="sglpatch-test-", dir=shm)), True
+    return tmp_path, False
+
+
 @pytest.fixture
 def workspace(tmp_path: Path, pinned_wheel: Path):
     """A fresh workspace whose cache already holds the pinned wheel.
 
     Its build trees are deleted afterwards: they are large.
     """
-    yield Workspace.create(tmp_path, pinned_wheel)
-    shutil.rmtree(tmp_path / "build", ignore_errors=True)
+    root, temporary = scratch_root(tmp_path)
+    yield Workspace.create(root, pinned_wheel)
+    shutil.rmtree(root if temporary else root / "build", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

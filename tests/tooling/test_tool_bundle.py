@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import subprocess
 import sys
 import tarfile
 import zipfile
@@ -35,23 +37,31 @@ def _demo_wheel(directory: Path) -> Wheel:
     return Wheel("demo-pkg==1.0", path, sha256_file(path), "index")
 
 
-@pytest.fixture
-def bundled(workspace: Workspace, canonical_patches: Path, tmp_path: Path) -> Layout:
-    workspace.use_patches(canonical_patches)
-    workspace.ok("apply")
-    layout = Layout.create(workspace.build, workspace.patches)
-    assemble(layout, PIN, [_demo_wheel(tmp_path)])
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, pinned_wheel: Path, canonical_patches: Path) -> Layout:
+    """A build tree with the series applied and its bundle, made once."""
+    space = Workspace.create(tmp_path_factory.mktemp("bundle"), pinned_wheel)
+    space.use_patches(canonical_patches)
+    space.ok("apply")
+    layout = Layout.create(space.build, space.patches)
+    assemble(layout, PIN, [_demo_wheel(space.root)])
     return layout
 
 
-def _install(layout: Layout, host: Path) -> object:
+@pytest.fixture
+def bundle(built: Layout, tmp_path: Path) -> Path:
+    """A private copy of the bundle, free to damage."""
+    return Path(shutil.copytree(built.bundle, tmp_path / "bundle"))
+
+
+def _install(bundle: Path, host: Path) -> subprocess.CompletedProcess:
     host.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHON": sys.executable}
-    return run(["bash", str(layout.bundle / "install.sh"), "site"], cwd=host, env=env)
+    return run(["bash", str(bundle / "install.sh"), "site"], cwd=host, env=env)
 
 
-def test_bundle_layout_and_determinism(bundled: Layout, tmp_path: Path):
-    bundle = bundled.bundle
+def test_bundle_layout_and_determinism(built: Layout):
+    bundle = built.bundle
     manifest = (bundle / "MANIFEST.sha256").read_text()
     names = [line.split("  ", 1)[1] for line in manifest.splitlines()]
     assert names == [
@@ -66,42 +76,44 @@ def test_bundle_layout_and_determinism(bundled: Layout, tmp_path: Path):
         m.name.startswith("sglang") and m.uid == 0 and m.uname == "" for m in members
     )
     assert NEW_FILE in {m.name for m in members}
-    assemble(bundled, PIN, [_demo_wheel(tmp_path)])
+    assemble(built, PIN, [_demo_wheel(built.build.parent)])
     assert (bundle / "MANIFEST.sha256").read_text() == manifest
 
 
-def test_install_sh_unpacks_trees_and_wheels(bundled: Layout, tmp_path: Path):
+def test_install_sh_unpacks_trees_and_wheels(
+    built: Layout, bundle: Path, tmp_path: Path
+):
     host = tmp_path / "host"
-    proc = _install(bundled, host)
+    proc = _install(bundle, host)
     assert proc.returncode == 0, proc.stderr
     base, patched = host / "build/base/python", host / "build/sglang/python"
-    source = bundled.build / "base" / TARGET
+    source = built.build / "base" / TARGET
     assert (base / TARGET.removeprefix("python/")).read_bytes() == source.read_bytes()
     assert (patched / NEW_FILE).is_file() and not (base / NEW_FILE).exists()
     assert (host / "site/demo_pkg/__init__.py").read_text() == "VALUE = 7\n"
-    assert _install(bundled, host).returncode == 0  # idempotent
+    assert _install(bundle, host).returncode == 0  # idempotent
 
 
-def test_install_sh_refuses_a_damaged_bundle(bundled: Layout, tmp_path: Path):
-    wheel = bundled.bundle / "wheels" / "demo_pkg-1.0-py3-none-any.whl"
+def test_install_sh_refuses_a_damaged_bundle(bundle: Path, tmp_path: Path):
+    wheel = bundle / "wheels" / "demo_pkg-1.0-py3-none-any.whl"
     wheel.write_bytes(wheel.read_bytes() + b"x")
-    (bundled.bundle / "wheels" / "extra.whl").write_bytes(b"")
-    proc = _install(bundled, tmp_path / "host")
+    (bundle / "wheels" / "extra.whl").write_bytes(b"")
+    proc = _install(bundle, tmp_path / "host")
     assert proc.returncode != 0
     assert "checksum mismatch: wheels/demo_pkg" in proc.stderr
     assert "not in the manifest: wheels/extra.whl" in proc.stderr
     assert not (tmp_path / "host" / "build").exists()
 
 
-def test_install_sh_refuses_unsafe_tar_entries(bundled: Layout, tmp_path: Path):
+def test_install_sh_refuses_unsafe_tar_entries(bundle: Path, tmp_path: Path):
     evil = io.BytesIO()
     with tarfile.open(fileobj=evil, mode="w:gz") as archive:
         info = tarfile.TarInfo("../../escape.txt")
         info.size = 1
         archive.addfile(info, io.BytesIO(b"x"))
-    (bundled.bundle / "trees" / "base.tar.gz").write_bytes(evil.getvalue())
-    write_manifest(bundled.bundle)
-    proc = _install(bundled, tmp_path / "host")
+    (bundle / "trees" / "base.tar.gz").write_bytes(evil.getvalue())
+    write_manifest(bundle)
+    proc = _install(bundle, tmp_path / "host")
     assert proc.returncode != 0 and "unsafe entry" in proc.stderr
     assert not list(tmp_path.rglob("escape.txt"))
 
