@@ -36,9 +36,7 @@ _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 def read_requirements(path: Path) -> list[str]:
     """Pinned ``name==version`` lines of ``path``; refuse anything else."""
     if not path.exists():
-        raise UserError(
-            f"{path} not found: list the GPU wheels there, one name==version a line"
-        )
+        raise UserError(f"{path} not found: list the GPU wheels there, one name==version a line")
     found: dict[str, str] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         text = line.split("#", 1)[0].strip()
@@ -71,17 +69,13 @@ def assemble(layout: Layout, pin: Pin, wheels: list[Wheel]) -> Path:
         _fill(scratch, layout, pin, wheels)
         size = sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file())
         if size > LIMIT_BYTES:
-            raise UserError(
-                f"bundle would be {_mib(size)}, over the {_mib(LIMIT_BYTES)} limit"
-            )
+            raise UserError(f"bundle would be {_mib(size)}, over the {_mib(LIMIT_BYTES)} limit")
         shutil.rmtree(layout.bundle, ignore_errors=True)
         scratch.chmod(0o755)
         scratch.rename(layout.bundle)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    note(
-        f"{layout.bundle}: {len(wheels)} wheels + 2 trees, {_mib(size)} ({size} bytes)"
-    )
+    note(f"{layout.bundle}: {len(wheels)} wheels + 2 trees, {_mib(size)} ({size} bytes)")
     return layout.bundle
 
 
@@ -92,9 +86,7 @@ def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
         shutil.copyfile(wheel.path, root / "wheels" / wheel.path.name)
     (root / "trees").mkdir()
     git = Git(layout.sglang)
-    mtime = int(
-        dt.datetime.combine(pin.released, dt.time(), dt.timezone.utc).timestamp()
-    )
+    mtime = int(dt.datetime.combine(pin.released, dt.time(), dt.UTC).timestamp())
     for name, rev in (("base", pin.base_tag), ("patched", f"refs/heads/{BRANCH}")):
         write_tree_tarball(git, rev, root / "trees" / f"{name}.tar.gz", mtime)
     shutil.copyfile(INSTALLER, root / "install.sh")
@@ -112,9 +104,7 @@ def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
             if m.name.startswith("python/sglang")
         ]
         with out.open("wb") as raw, gzip.GzipFile("", "wb", 6, raw, mtime=0) as packed:
-            with tarfile.open(
-                fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT
-            ) as tar:
+            with tarfile.open(fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT) as tar:
                 for member, data in members:
                     if member.name.rstrip("/") == "python":
                         continue  # the root of the archive: its content is sglang/
@@ -133,9 +123,7 @@ def _normalised(member: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:
 
 def write_manifest(root: Path) -> None:
     """MANIFEST.sha256: ``sha256  relative/path`` for every other file, sorted."""
-    files = sorted(
-        p for p in root.rglob("*") if p.is_file() and p.name != "MANIFEST.sha256"
-    )
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != "MANIFEST.sha256")
     lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}\n" for p in files]
     (root / "MANIFEST.sha256").write_text("".join(lines))
 

@@ -88,16 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--build", help="build directory (default: <repo>/build)")
     parser.add_argument("--patches", help="patch directory (default: <repo>/patches)")
     parser.add_argument("--pin", help="pin file (default: <patches>/base.toml)")
-    commands = parser.add_subparsers(
-        dest="command", required=True, parser_class=_Parser
-    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     apply = _command(commands, "apply", _apply)
-    apply.add_argument(
-        "--source", default="wheel", help="base source: wheel (default) or git"
-    )
-    apply.add_argument(
-        "--sglang-dir", help="apply to this SGLang checkout on a new branch"
-    )
+    apply.add_argument("--source", default="wheel", help="base source: wheel (default) or git")
+    apply.add_argument("--sglang-dir", help="apply to this SGLang checkout on a new branch")
     apply.add_argument("--three-way", action="store_true", help="allow a 3-way merge")
     _command(commands, "export", _export)
     _command(commands, "check-patches", _check_patches)
@@ -110,9 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command(
-    commands: argparse._SubParsersAction, name: str, handler: Handler
-) -> _Parser:
+def _command(commands: argparse._SubParsersAction, name: str, handler: Handler) -> _Parser:
     """Add one subcommand run by ``handler``."""
     sub = commands.add_parser(name, help=(handler.__doc__ or "").split(": ", 1)[-1])
     sub.set_defaults(handler=handler)

@@ -97,9 +97,7 @@ def fetch_release(pin: Pin, version: str, cache: Path) -> Wheel:
     return wheel
 
 
-def render(
-    pin: Pin, version: str, wheel: Wheel, blob: str | None, verdicts: list[Verdict]
-) -> str:
+def render(pin: Pin, version: str, wheel: Wheel, blob: str | None, verdicts: list[Verdict]) -> str:
     """The report as a markdown section with one table row per patch."""
     same = "unchanged" if blob == pin.target_blob else "changed"
     checked = "matches the index" if wheel.verified_by == "index" else "computed"
@@ -114,9 +112,7 @@ def render(
     ]
     for number, verdict in enumerate(verdicts, 1):
         cells = (str(number), f"`{verdict.patch}`", verdict.result, verdict.detail)
-        lines.append(
-            "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-        )
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     if not verdicts:
         lines.append("| - | (the series is empty) | - | - |")
     results = (APPLIES, MERGES, UPSTREAM, CONFLICTS)

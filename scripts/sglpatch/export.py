@@ -84,9 +84,7 @@ def render(layout: Layout) -> dict[str, bytes]:
     git = open_build_tree(layout, pin)
     span = f"{pin.base_tag}..refs/heads/{BRANCH}"
     if git.out("rev-list", "--merges", span):
-        raise UserError(
-            f"{layout.sglang}: branch {BRANCH} has merge commits; rebase them away"
-        )
+        raise UserError(f"{layout.sglang}: branch {BRANCH} has merge commits; rebase them away")
     patches: dict[str, bytes] = {}
     commits = git.out("rev-list", "--reverse", "--topo-order", span).split()
     for number, commit in enumerate(commits, 1):
@@ -158,9 +156,7 @@ def check_patches(layout: Layout) -> None:
         require_current(layout)
         problems = _export_differences(layout)
     if problems:
-        raise CheckFailed(
-            f"{layout.patches} is out of date (fix: make apply export)", problems
-        )
+        raise CheckFailed(f"{layout.patches} is out of date (fix: make apply export)", problems)
     note(f"{layout.patches} matches a fresh export of {layout.sglang}")
 
 
@@ -168,14 +164,8 @@ def _export_differences(layout: Layout) -> list[str]:
     """Differences between the committed patches and a fresh export."""
     fresh = render(layout)
     listed = [entry.name for entry in series_mod.read_entries(layout.patches)]
-    problems = [
-        f"{name}: no such commit in the build tree"
-        for name in listed
-        if name not in fresh
-    ]
-    problems += [
-        f"{name}: a fresh export adds it" for name in fresh if name not in listed
-    ]
+    problems = [f"{name}: no such commit in the build tree" for name in listed if name not in fresh]
+    problems += [f"{name}: a fresh export adds it" for name in fresh if name not in listed]
     for name in (name for name in listed if name in fresh):
         if (layout.patches / name).read_bytes() != fresh[name]:
             problems.append(f"{name}: differs from a fresh export")

@@ -46,9 +46,7 @@ def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> st
 def open_checkout(path: Path, pin: Pin) -> Git:
     """Git of the SGLang checkout at ``path``; refuse anything else."""
     if not path.is_dir():
-        raise UserError(
-            f"{path} is not a directory: pass the root of an SGLang checkout"
-        )
+        raise UserError(f"{path} is not a directory: pass the root of an SGLang checkout")
     proc = Git(path, isolated=False).run("rev-parse", "--show-toplevel", check=False)
     if proc.returncode != 0:
         raise UserError(
@@ -70,9 +68,7 @@ def _check_ready(git: Git, series: Series, branch: str) -> None:
     git_dir = Path(git.out("rev-parse", "--absolute-git-dir"))
     for marker, what in _BUSY.items():
         if (git_dir / marker).exists():
-            raise UserError(
-                f"{git.cwd} is in the middle of {what}: finish or abort it first"
-            )
+            raise UserError(f"{git.cwd} is in the middle of {what}: finish or abort it first")
     if git.out("status", "--porcelain", "--untracked-files=no"):
         raise UserError(
             f"{git.cwd} has uncommitted changes: commit or stash them, then apply again"
@@ -106,15 +102,11 @@ def dry_run(git: Git, series: Series) -> list[str]:
         env = {"GIT_INDEX_FILE": str(Path(scratch, "index"))}
         git.run("read-tree", "HEAD", env=env)
         for path in series.paths:
-            check = git.run(
-                "apply", "--cached", "--check", str(path), check=False, env=env
-            )
+            check = git.run("apply", "--cached", "--check", str(path), check=False, env=env)
             if check.returncode == 0:
                 git.run("apply", "--cached", str(path), env=env)
             else:
-                failing.append(
-                    f"{path.name} ({describe_failure(path, output_of(check))})"
-                )
+                failing.append(f"{path.name} ({describe_failure(path, output_of(check))})")
     return failing
 
 

@@ -91,8 +91,7 @@ class Git:
                 cwd=self.cwd,
                 input=input,
                 env=self.env(env),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                capture_output=True,
             )
         except FileNotFoundError:
             raise UserError("git not found on PATH: install git and retry") from None

@@ -26,9 +26,7 @@ class Layout:
         pin_file: str | Path | None = None,
     ) -> Layout:
         """Resolve the paths; ``SGLPATCH_PATCHES_DIR`` overrides the patch dir."""
-        patches = (
-            patches or os.environ.get("SGLPATCH_PATCHES_DIR") or REPO_ROOT / "patches"
-        )
+        patches = patches or os.environ.get("SGLPATCH_PATCHES_DIR") or REPO_ROOT / "patches"
         patches = Path(patches).resolve()
         return cls(
             root=REPO_ROOT,

@@ -82,11 +82,7 @@ def _strip(name: str) -> str | None:
 
 def touched_files(patch: Path) -> list[str]:
     """Paths a patch creates or changes (not those it deletes)."""
-    return [
-        diff.new_path
-        for diff in parse(patch.read_text("utf-8", "replace"))
-        if diff.new_path
-    ]
+    return [diff.new_path for diff in parse(patch.read_text("utf-8", "replace")) if diff.new_path]
 
 
 def abort_am(git: Git, patch: Path, am: subprocess.CompletedProcess[bytes]) -> str:
@@ -112,8 +108,7 @@ def describe_failure(patch: Path, git_output: str) -> str:
         _read_line(line, failures)
     if failures:
         return "; ".join(
-            f"{path}: {failure.summary(diffs.get(path))}"
-            for path, failure in failures.items()
+            f"{path}: {failure.summary(diffs.get(path))}" for path, failure in failures.items()
         )
     return _patch_reason(git_output)
 
@@ -140,9 +135,7 @@ def _read_line(line: str, failures: dict[str, _FileFailure]) -> None:
         if int(match[2]) not in starts:
             starts.append(int(match[2]))
         return
-    found = [
-        (m[1], why) for pattern, why in _FILE_REASONS if (m := pattern.match(line))
-    ]
+    found = [(m[1], why) for pattern, why in _FILE_REASONS if (m := pattern.match(line))]
     if not found and (match := _NOT_APPLIED.match(line)):
         found = [(match[1], "does not apply")]
     for path, why in found:
@@ -161,10 +154,7 @@ def _hunks_label(diff: FileDiff | None, starts: list[int]) -> str:
         if number is None:
             return f"hunk at line {starts[0]} does not apply"
         return f"hunk #{number}{total} ({header}) does not apply"
-    labels = [
-        f"#{known[s][0]} ({known[s][1]})" if s in known else f"at line {s}"
-        for s in starts
-    ]
+    labels = [f"#{known[s][0]} ({known[s][1]})" if s in known else f"at line {s}" for s in starts]
     return f"hunks {', '.join(labels)}{total} do not apply"
 
 

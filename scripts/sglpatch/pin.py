@@ -85,9 +85,7 @@ def _validated(path: Path, table: dict) -> dict:
     if not VERSION_RE.match(values["version"]):
         raise UserError(f"{path}: bad version {values['version']!r}")
     if not values["wheel"].startswith(f"sglang-{values['version']}-"):
-        raise UserError(
-            f"{path}: wheel {values['wheel']} is not sglang {values['version']}"
-        )
+        raise UserError(f"{path}: wheel {values['wheel']} is not sglang {values['version']}")
     return values
 
 

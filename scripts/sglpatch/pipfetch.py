@@ -98,23 +98,17 @@ def _verified(path: Path, expected: str) -> str:
     return actual
 
 
-def _download(
-    cache: Path, target: WheelTarget, items: list[tuple[str, str, str]]
-) -> None:
+def _download(cache: Path, target: WheelTarget, items: list[tuple[str, str, str]]) -> None:
     """pip-download ``items`` into a scratch dir, then move them into ``cache``."""
     with tempfile.TemporaryDirectory(prefix=".download-", dir=cache) as scratch:
         reqs = [req for req, _, _ in items]
         what = ", ".join(f"{req} ({name})" for req, name, _ in items)
-        _pip(
-            ["download", *target.pip_args(), "-d", scratch, *reqs], what, target, cache
-        )
+        _pip(["download", *target.pip_args(), "-d", scratch, *reqs], what, target, cache)
         for req, name, _ in items:
             got = Path(scratch, name)
             if not got.exists():
                 found = ", ".join(sorted(p.name for p in Path(scratch).iterdir()))
-                raise UserError(
-                    f"pip fetched {found or 'nothing'} for {req}, expected {name}"
-                )
+                raise UserError(f"pip fetched {found or 'nothing'} for {req}, expected {name}")
             got.replace(cache / name)
 
 
@@ -135,7 +129,7 @@ def _resolve(
 
 def _from_report(req: str, by_name: dict) -> tuple[str, str]:
     """(filename, sha256) of ``req`` in a pip report; sha256 empty if unknown."""
-    item = by_name.get(_canonical(re.split(r"[=<>!~\[; ]", req, 1)[0]))
+    item = by_name.get(_canonical(re.split(r"[=<>!~\[; ]", req, maxsplit=1)[0]))
     if item is None:
         raise UserError(f"pip resolved no wheel for {req}")
     info = item["download_info"]
@@ -146,9 +140,7 @@ def _from_report(req: str, by_name: dict) -> tuple[str, str]:
 def _pip(args: list[str], what: str, target: WheelTarget, cache: Path) -> None:
     """Run pip quietly; on failure raise one line naming what was fetched."""
     argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
-    proc = subprocess.run(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("ERROR")] or lines
@@ -175,11 +167,7 @@ def _read_record(cache: Path, req: str, target: WheelTarget) -> tuple[str, str] 
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    return (
-        (data["filename"], data["sha256"])
-        if (cache / data["filename"]).exists()
-        else None
-    )
+    return (data["filename"], data["sha256"]) if (cache / data["filename"]).exists() else None
 
 
 def remember(cache: Path, wheel: Wheel, target: WheelTarget) -> None:

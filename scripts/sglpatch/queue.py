@@ -44,14 +44,10 @@ def apply_series(layout: Layout, source: str) -> None:
 def open_build_tree(layout: Layout, pin: Pin) -> Git:
     """Git of the build tree; refuse when there is none (or no ``patched``)."""
     git = Git(layout.sglang)
-    if not (layout.sglang / ".git").exists() or not git.rev(
-        f"{pin.base_tag}^{{commit}}"
-    ):
+    if not (layout.sglang / ".git").exists() or not git.rev(f"{pin.base_tag}^{{commit}}"):
         raise UserError(f"no build tree at {layout.sglang}: run `make apply` first")
     if not git.rev(f"refs/heads/{BRANCH}"):
-        raise UserError(
-            f"{layout.sglang} has no branch {BRANCH}: run `make apply` first"
-        )
+        raise UserError(f"{layout.sglang} has no branch {BRANCH}: run `make apply` first")
     return git
 
 
@@ -65,9 +61,7 @@ def require_current(layout: Layout) -> Stamp:
             f"{layout.sglang} was not built from {layout.patches}: run `make apply` first"
         )
     if not found.complete:
-        raise UserError(
-            "the last `make apply` stopped on a failing patch: fix that first"
-        )
+        raise UserError("the last `make apply` stopped on a failing patch: fix that first")
     return found
 
 

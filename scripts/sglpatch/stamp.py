@@ -35,9 +35,7 @@ class Stamp:
 
 def compute(pin: Pin, series: Series, source: str, url: str) -> Stamp:
     """The stamp a tree built from these inputs gets (no head yet)."""
-    base = _digest(
-        [b"base", str(FORMAT).encode(), source.encode(), url.encode(), pin.raw]
-    )
+    base = _digest([b"base", str(FORMAT).encode(), source.encode(), url.encode(), pin.raw])
     return Stamp(base, patches_digest(pin, series), None, False)
 
 
@@ -66,9 +64,7 @@ def read(repo: Path) -> Stamp | None:
     """The stamp of ``repo``, or None when there is none (or it is unreadable)."""
     try:
         data = json.loads(path_of(repo).read_text())
-        return Stamp(
-            data["base"], data["patches"], data["head"], bool(data["complete"])
-        )
+        return Stamp(data["base"], data["patches"], data["head"], bool(data["complete"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

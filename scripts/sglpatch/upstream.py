@@ -41,9 +41,7 @@ def wheel_target(wheel_name: str, *extra_platforms: str) -> WheelTarget:
 def fetch_pinned_wheel(pin: Pin, cache: Path) -> Wheel:
     """The pinned wheel, verified against the pin's sha256."""
     target = wheel_target(pin.wheel)
-    return fetch_exact(
-        f"sglang=={pin.version}", pin.wheel, pin.wheel_sha256, target, cache
-    )
+    return fetch_exact(f"sglang=={pin.version}", pin.wheel, pin.wheel_sha256, target, cache)
 
 
 def git_url(pin: Pin) -> str:
@@ -59,9 +57,7 @@ def create_base(pin: Pin, source: str, cache: Path, dest: Path) -> str:
     return init_from_wheel(wheel.path, wheel.sha256, pin.version, pin.released, dest)
 
 
-def init_from_wheel(
-    wheel: Path, sha256: str, version: str, released: dt.date, dest: Path
-) -> str:
+def init_from_wheel(wheel: Path, sha256: str, version: str, released: dt.date, dest: Path) -> str:
     """Unpack ``sglang/`` of ``wheel`` as ``dest/python/sglang`` and commit it.
 
     The commit has fixed names, emails, dates and message, so its id is the
@@ -70,9 +66,7 @@ def init_from_wheel(
     return commit_wheel(init_repo(dest), wheel, sha256, version, released)
 
 
-def commit_wheel(
-    git: Git, wheel: Path, sha256: str, version: str, released: dt.date
-) -> str:
+def commit_wheel(git: Git, wheel: Path, sha256: str, version: str, released: dt.date) -> str:
     """Replace ``python/`` of the repo by the wheel's package and commit that.
 
     The parent is HEAD when there is one; return the new commit.
@@ -106,7 +100,7 @@ def init_repo(dest: Path) -> Git:
 
 def _release_env(released: dt.date) -> dict[str, str]:
     """Author and committer of a release commit: fixed, dated at midnight UTC."""
-    midnight = dt.datetime.combine(released, dt.time(), dt.timezone.utc)
+    midnight = dt.datetime.combine(released, dt.time(), dt.UTC)
     date = f"{int(midnight.timestamp())} +0000"
     env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
     for role in ("AUTHOR", "COMMITTER"):

@@ -66,9 +66,7 @@ class Workspace:
         """Run ``python3 -m sglpatch`` on this workspace."""
         argv = [sys.executable, "-m", "sglpatch", "--build", str(self.build)]
         full_env = {**os.environ, **(env or {})}
-        return run(
-            [*argv, "--patches", str(self.patches), *args], cwd=ROOT, env=full_env
-        )
+        return run([*argv, "--patches", str(self.patches), *args], cwd=ROOT, env=full_env)
 
     def ok(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         """Run the tool and require success."""
@@ -98,9 +96,7 @@ def link_or_copy(source: Path, dest: Path) -> None:
 
 def write_series(directory: Path, names: list[str]) -> None:
     """A series file listing ``names``."""
-    (directory / "series").write_text(
-        "# test series\n\n" + "".join(n + "\n" for n in names)
-    )
+    (directory / "series").write_text("# test series\n\n" + "".join(n + "\n" for n in names))
 
 
 def commit_all(tree: Path, author: str, subject: str, date: str) -> None:
@@ -141,9 +137,7 @@ def snapshot(repo: Path) -> dict:
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
     """The single ``sglpatch: error:`` line of a refused command."""
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    errors = [
-        line for line in proc.stderr.splitlines() if line.startswith("sglpatch: error:")
-    ]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("sglpatch: error:")]
     assert len(errors) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     return errors[0]

@@ -25,9 +25,7 @@ def test_apply_lays_out_the_whole_package(workspace: Workspace, pinned_wheel: Pa
     workspace.ok("apply")
     tree = workspace.tree
     with zipfile.ZipFile(pinned_wheel) as archive:
-        files = [
-            n for n in archive.namelist() if n.startswith("sglang/") and n[-1] != "/"
-        ]
+        files = [n for n in archive.namelist() if n.startswith("sglang/") and n[-1] != "/"]
     committed = git(tree, "ls-files", "python/sglang").splitlines()
     assert sorted(committed) == sorted(f"python/{name}" for name in files)
     assert (tree / "python/sglang/jit_kernel/include").is_dir()
@@ -37,9 +35,7 @@ def test_apply_lays_out_the_whole_package(workspace: Workspace, pinned_wheel: Pa
     assert git(tree, "status", "--porcelain") == ""
 
 
-def test_base_commit_is_deterministic(
-    workspace: Workspace, tmp_path_factory, pinned_wheel
-):
+def test_base_commit_is_deterministic(workspace: Workspace, tmp_path_factory, pinned_wheel):
     workspace.ok("apply")
     other = Workspace.create(tmp_path_factory.mktemp("other"), pinned_wheel)
     other.ok("apply")
@@ -88,15 +84,11 @@ def test_patches_become_one_commit_each(workspace: Workspace, raw_patches: Path)
     ]
     assert len(names) == 3
     # Committer dates equal author dates, so the commit ids are reproducible.
-    assert git(tree, "log", "-1", "--format=%cd") == git(
-        tree, "log", "-1", "--format=%ad"
-    )
+    assert git(tree, "log", "-1", "--format=%cd") == git(tree, "log", "-1", "--format=%ad")
     assert git(workspace.build / "base", "rev-parse", "HEAD") == BASE_COMMIT
 
 
-def test_patched_commits_are_deterministic(
-    workspace, raw_patches, tmp_path_factory, pinned_wheel
-):
+def test_patched_commits_are_deterministic(workspace, raw_patches, tmp_path_factory, pinned_wheel):
     workspace.use_patches(raw_patches)
     workspace.ok("apply")
     other = Workspace.create(tmp_path_factory.mktemp("again"), pinned_wheel)
@@ -153,9 +145,7 @@ def test_local_commits_are_kept_and_protected(workspace: Workspace, raw_patches:
     names = workspace.use_patches(raw_patches)
     workspace.ok("apply")
     edit_target(workspace.tree, "import logging\n", "import logging  # local work\n")
-    commit_all(
-        workspace.tree, "Dev <dev@example.com>", "Local work", "2026-06-05T00:00:00Z"
-    )
+    commit_all(workspace.tree, "Dev <dev@example.com>", "Local work", "2026-06-05T00:00:00Z")
     head = workspace.head()
     assert "not in patches/" in workspace.ok("apply").stderr
     assert workspace.head() == head

@@ -12,11 +12,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sgltest import PIN, TARGET, Workspace, one_error_line, run
+
 from sglpatch.bundle import assemble, write_manifest
 from sglpatch.digest import sha256_file
 from sglpatch.layout import Layout
 from sglpatch.pipfetch import Wheel
-from sgltest import PIN, TARGET, Workspace, one_error_line, run
 
 NEW_FILE = "sglang/srt/layers/attention/sglpatch_note.py"
 
@@ -28,7 +29,9 @@ def _demo_wheel(directory: Path) -> Wheel:
     files = {
         "demo_pkg/__init__.py": "VALUE = 7\n",
         f"{info}/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as archive:
@@ -72,17 +75,13 @@ def test_bundle_layout_and_determinism(built: Layout):
     ]
     with tarfile.open(bundle / "trees" / "patched.tar.gz") as archive:
         members = archive.getmembers()
-    assert all(
-        m.name.startswith("sglang") and m.uid == 0 and m.uname == "" for m in members
-    )
+    assert all(m.name.startswith("sglang") and m.uid == 0 and m.uname == "" for m in members)
     assert NEW_FILE in {m.name for m in members}
     assemble(built, PIN, [_demo_wheel(built.build.parent)])
     assert (bundle / "MANIFEST.sha256").read_text() == manifest
 
 
-def test_install_sh_unpacks_trees_and_wheels(
-    built: Layout, bundle: Path, tmp_path: Path
-):
+def test_install_sh_unpacks_trees_and_wheels(built: Layout, bundle: Path, tmp_path: Path):
     host = tmp_path / "host"
     proc = _install(bundle, host)
     assert proc.returncode == 0, proc.stderr

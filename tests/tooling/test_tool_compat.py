@@ -6,6 +6,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sgltest import PIN, TARGET, Workspace, one_error_line
+
 from sglpatch.compat import (
     APPLIES,
     CONFLICTS,
@@ -18,7 +20,6 @@ from sglpatch.digest import sha256_file
 from sglpatch.gitcmd import Git
 from sglpatch.pipfetch import Wheel, remember
 from sglpatch.upstream import commit_wheel, init_from_wheel
-from sgltest import PIN, TARGET, Workspace, one_error_line
 
 VERSION = "0.5.99"
 MODULE = TARGET.removeprefix("python/")
@@ -28,13 +29,9 @@ def _release_wheel(directory: Path, pinned_wheel: Path) -> Path:
     """A fake next release: 0001 merged upstream, the end of the file rewritten."""
     with zipfile.ZipFile(pinned_wheel) as archive:
         text = archive.read(MODULE).decode()
-    text = text.replace(
-        "import math\n", "import math  # [perf] used by the page math\n", 1
-    )
+    text = text.replace("import math\n", "import math  # [perf] used by the page math\n", 1)
     lines = text.splitlines(keepends=True)
-    text = (
-        "".join(lines[:-3]) + "    # upstream rewrote the end of this file\n    pass\n"
-    )
+    text = "".join(lines[:-3]) + "    # upstream rewrote the end of this file\n    pass\n"
     name = PIN.wheel.replace("0.5.12", VERSION)
     path = directory / name
     with zipfile.ZipFile(path, "w") as archive:
@@ -61,17 +58,14 @@ def test_check_upstream_prints_a_markdown_table(
     cache.mkdir(parents=True)
     wheel = _release_wheel(cache, pinned_wheel)
     target = release_target(PIN)
-    remember(
-        cache, Wheel(f"sglang=={VERSION}", wheel, sha256_file(wheel), "index"), target
-    )
+    remember(cache, Wheel(f"sglang=={VERSION}", wheel, sha256_file(wheel), "index"), target)
     out = workspace.ok("check-upstream", "--version", VERSION).stdout
     assert f"| 1 | `{names[0]}` | already upstream |  |" in out
     assert f"| 2 | `{names[1]}` | conflicts | {TARGET}: hunk #1 of 1" in out
     assert f"| 3 | `{names[2]}` | applies cleanly |  |" in out
     assert (
         sha256_file(wheel) in out
-        and "1 applies cleanly, 0 applies with 3-way merge, 1 already upstream, 1 conflicts"
-        in out
+        and "1 applies cleanly, 0 applies with 3-way merge, 1 already upstream, 1 conflicts" in out
     )
 
 
@@ -103,9 +97,7 @@ def test_check_upstream_tampered_cache_is_refused(workspace: Workspace, pinned_w
 
 @pytest.mark.parametrize("version", ["0.5", "v0.5.13", "latest"])
 def test_check_upstream_bad_version(workspace: Workspace, version: str):
-    assert "bad version" in one_error_line(
-        workspace.tool("check-upstream", "--version", version)
-    )
+    assert "bad version" in one_error_line(workspace.tool("check-upstream", "--version", version))
 
 
 def test_check_upstream_pip_failure_names_the_release(workspace: Workspace):
@@ -113,16 +105,12 @@ def test_check_upstream_pip_failure_names_the_release(workspace: Workspace):
     assert "pip could not fetch sglang==0.0.1" in error and "cp311" in error
 
 
-def test_classifier_tries_a_three_way_merge(
-    tmp_path: Path, pinned_wheel, canonical_patches
-):
+def test_classifier_tries_a_three_way_merge(tmp_path: Path, pinned_wheel, canonical_patches):
     """A release that edits a line near a hunk: plain apply fails, 3-way merges."""
     with zipfile.ZipFile(pinned_wheel) as archive:
         text = archive.read(MODULE).decode()
     assert '"""\n\nimport logging\nimport math\n' in text
-    text = text.replace(
-        '"""\n\nimport logging\n', '"""\n# release note\nimport logging\n', 1
-    )
+    text = text.replace('"""\n\nimport logging\n', '"""\n# release note\nimport logging\n', 1)
     release = tmp_path / PIN.wheel.replace("0.5.12", VERSION)
     with zipfile.ZipFile(release, "w") as archive:
         archive.writestr(MODULE, text)

@@ -17,9 +17,7 @@ def _entries(directory: Path) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def test_export_round_trip_is_byte_identical(
-    workspace: Workspace, canonical_patches: Path
-):
+def test_export_round_trip_is_byte_identical(workspace: Workspace, canonical_patches: Path):
     names = workspace.use_patches(canonical_patches)
     workspace.ok("apply")
     workspace.ok("export")
@@ -35,9 +33,7 @@ def test_export_round_trip_is_byte_identical(
 def test_export_is_deterministic_and_canonical(canonical_patches: Path):
     text = (canonical_patches / "0002-fix-Add-a-helper.patch").read_text()
     assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17")
-    assert (
-        "Subject: [PATCH] [fix] Add a helper\n" in text and "With a body line." in text
-    )
+    assert "Subject: [PATCH] [fix] Add a helper\n" in text and "With a body line." in text
     assert "\n-- \n" not in text  # no signature naming a git version
     assert " | " not in text.split("diff --git")[0]  # no diffstat
     assert "index " in text and len(text.split("index ")[1].split("..")[0]) == 40
@@ -63,9 +59,7 @@ def test_raw_patches_survive_the_round_trip(workspace, raw_patches, canonical_pa
     assert workspace.head() == raw_head
 
 
-def test_export_removes_stale_patches_only(
-    workspace: Workspace, canonical_patches: Path
-):
+def test_export_removes_stale_patches_only(workspace: Workspace, canonical_patches: Path):
     workspace.use_patches(canonical_patches)
     workspace.ok("apply")
     (workspace.patches / "README.md").write_text("notes")
@@ -80,9 +74,7 @@ def test_export_picks_up_new_commits(workspace: Workspace, canonical_patches: Pa
     workspace.use_patches(canonical_patches)
     workspace.ok("apply")
     edit_target(workspace.tree, "import logging\n", "import logging  # new\n")
-    commit_all(
-        workspace.tree, "Eve <eve@example.com>", "[perf] New work", "2026-07-01T00:00Z"
-    )
+    commit_all(workspace.tree, "Eve <eve@example.com>", "[perf] New work", "2026-07-01T00:00Z")
     workspace.ok("export")
     assert _entries(workspace.patches)[-1] == "0004-perf-New-work.patch"
     workspace.ok("check-patches")
@@ -134,9 +126,7 @@ def test_check_patches_finds_unexported_commits(workspace, canonical_patches):
     workspace.use_patches(canonical_patches)
     workspace.ok("apply")
     edit_target(workspace.tree, "import logging\n", "import logging  # new\n")
-    commit_all(
-        workspace.tree, "Eve <eve@example.com>", "[perf] New work", "2026-07-01T00:00Z"
-    )
+    commit_all(workspace.tree, "Eve <eve@example.com>", "[perf] New work", "2026-07-01T00:00Z")
     assert "0004-perf-New-work.patch: a fresh export adds it" in _failed(workspace)
 
 

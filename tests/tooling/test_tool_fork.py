@@ -82,9 +82,7 @@ def test_fork_not_a_checkout(series_space: Workspace, tmp_path: Path):
     plain.mkdir()
     error = one_error_line(series_space.tool("apply", "--sglang-dir", str(plain)))
     assert "is not a git checkout" in error
-    error = one_error_line(
-        series_space.tool("apply", "--sglang-dir", str(tmp_path / "nope"))
-    )
+    error = one_error_line(series_space.tool("apply", "--sglang-dir", str(tmp_path / "nope")))
     assert "is not a directory" in error
 
 

@@ -18,26 +18,20 @@ def _bare_upstream(root: Path, wheel: Path, extra: bytes = b"") -> Path:
     (work / TARGET).chmod((info.external_attr >> 16) & 0o777)  # 0755, as in the wheel
     (work / "python/sglang/__init__.py").write_text("")
     git(work.parent, "init", "-q", str(work))
-    commit_all(
-        work, "Upstream <up@example.com>", "Release v0.5.12", "2026-05-16T00:00Z"
-    )
+    commit_all(work, "Upstream <up@example.com>", "Release v0.5.12", "2026-05-16T00:00Z")
     git(work, "tag", "v0.5.12")
     bare = root / "sglang.git"
     git(root, "clone", "-q", "--bare", str(work), str(bare))
     return bare
 
 
-def test_git_source_builds_from_the_tag(
-    workspace: Workspace, canonical_patches, pinned_wheel
-):
+def test_git_source_builds_from_the_tag(workspace: Workspace, canonical_patches, pinned_wheel):
     bare = _bare_upstream(workspace.root / "up", pinned_wheel)
     workspace.use_patches(canonical_patches)
     env = {"SGLPATCH_GIT_URL": str(bare)}
     workspace.ok("apply", "--source", "git", env=env)
     tree = workspace.tree
-    assert git(tree, "rev-parse", "base/v0.5.12") == git(
-        bare, "rev-parse", "v0.5.12^{commit}"
-    )
+    assert git(tree, "rev-parse", "base/v0.5.12") == git(bare, "rev-parse", "v0.5.12^{commit}")
     assert git(tree, "rev-parse", f"base/v0.5.12:{TARGET}") == PIN.target_blob
     assert git(tree, "rev-list", "--count", "base/v0.5.12..patched") == "3"
     assert git(workspace.build / "base", "rev-parse", "HEAD") == git(

@@ -37,15 +37,11 @@ def linted(workspace: Workspace, canonical_patches: Path) -> Workspace:
 
 def _lint(space: Workspace, fake: Path, **env: str):
     log = fake.parent / "log"
-    proc = space.tool(
-        "lint-patched", "--pre-commit", str(fake), env={"FAKE_LOG": str(log), **env}
-    )
+    proc = space.tool("lint-patched", "--pre-commit", str(fake), env={"FAKE_LOG": str(log), **env})
     return proc, log.read_text().splitlines() if log.exists() else []
 
 
-def test_lint_runs_on_touched_files_in_a_scratch_worktree(
-    linted: Workspace, fake_pre_commit
-):
+def test_lint_runs_on_touched_files_in_a_scratch_worktree(linted: Workspace, fake_pre_commit):
     before = snapshot(linted.tree)
     proc, log = _lint(linted, fake_pre_commit)
     assert proc.returncode == 0, proc.stderr

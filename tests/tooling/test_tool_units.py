@@ -7,6 +7,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sgltest import PIN, ROOT
+
 from sglpatch import series
 from sglpatch.bundle import read_requirements
 from sglpatch.digest import git_blob_id
@@ -16,7 +18,6 @@ from sglpatch.patchinfo import describe_failure, parse, touched_files
 from sglpatch.pin import check_version, load_pin
 from sglpatch.safezip import extract_package
 from sglpatch.upstream import wheel_target
-from sgltest import PIN, ROOT
 
 PATCH = """\
 From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
@@ -102,9 +103,7 @@ def _zip(path: Path, entries: dict[str, bytes], links: tuple[str, ...] = ()) -> 
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in entries.items():
             info = zipfile.ZipInfo(name)
-            info.external_attr = (
-                (stat.S_IFREG | 0o755) << 16 if name.endswith(".sh") else 0
-            )
+            info.external_attr = (stat.S_IFREG | 0o755) << 16 if name.endswith(".sh") else 0
             archive.writestr(info, data)
         for name in links:
             info = zipfile.ZipInfo(name)
@@ -168,9 +167,7 @@ def test_failure_names_file_and_hunk(tmp_path: Path):
         "error: pkg/new.py: already exists in working directory\n"
     )
     text = describe_failure(tmp_path / "p.patch", output)
-    assert (
-        "pkg/mod.py: 3-way merge conflicts, hunk #2 of 2 (@@ -120,7 +121,9 @@)" in text
-    )
+    assert "pkg/mod.py: 3-way merge conflicts, hunk #2 of 2 (@@ -120,7 +121,9 @@)" in text
     assert "pkg/new.py: exists" in text
     two = "error: patch failed: pkg/mod.py:3\nerror: patch failed: pkg/mod.py:120\n"
     assert describe_failure(tmp_path / "p.patch", two) == (
