@@ -28,13 +28,13 @@ apply: ## Build $(BUILD)/sglang = base + patches/series (SGLANG_DIR=<checkout> [
 export: ## Regenerate patches/*.patch and patches/series from the commits above the base tag
 	$(TOOL) export
 
-check-patches: ## Fail if patches/ differs from a fresh export or series and directory disagree
+check-patches: apply ## Fail if patches/ differs from a fresh export or series and directory disagree
 	$(TOOL) check-patches
 
 check-upstream: ## Report per patch against a newer release: VERSION=X.Y.Z
 	$(TOOL) check-upstream --version "$(VERSION)"
 
-bundle: ## Offline bundle for air-gapped GPU hosts (cp312 wheels + both trees) in $(BUILD)/bundle
+bundle: apply ## Offline bundle for air-gapped GPU hosts (cp312 wheels + both trees) in $(BUILD)/bundle
 	$(TOOL) bundle
 
 venv: $(VENV)/.installed ## Create the pinned virtual environment (.venv)

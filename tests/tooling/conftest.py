@@ -1,7 +1,7 @@
 """Fixtures of the sglpatch tests: an offline environment, workspaces, patches.
 
 Everything is built in temporary folders. The only input from outside is the
-pinned wheel, taken from build/cache (or SGLPATCH_TEST_WHEEL, or /tmp/w) and
+pinned wheel, taken from build/cache (or SGLPATCH_TEST_WHEEL) and
 downloaded once into build/cache when none of those has it.
 """
 
@@ -58,10 +58,10 @@ def pinned_wheel(offline_env) -> Path:
     from sglpatch.upstream import fetch_pinned_wheel
 
     cache = ROOT / "build" / "cache"
-    for candidate in (os.environ.get("SGLPATCH_TEST_WHEEL"), "/tmp/w/" + PIN.wheel):
-        if candidate and Path(candidate).is_file() and not (cache / PIN.wheel).exists():
-            cache.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(candidate, cache / PIN.wheel)
+    candidate = os.environ.get("SGLPATCH_TEST_WHEEL")
+    if candidate and Path(candidate).is_file() and not (cache / PIN.wheel).exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(candidate, cache / PIN.wheel)
     offline = {k: os.environ.pop(k) for k in ("PIP_NO_INDEX", "PIP_CONFIG_FILE")}
     try:  # the one download the tests may make, when no copy is around
         return fetch_pinned_wheel(PIN, cache).path
