@@ -105,7 +105,7 @@ class TreeBench:
         )
         extend_tokens = s.steps + 1 if c["extend_mode"] == "v1" else s.draft_tokens
         verify_spec = verify_spec_info(s.draft_tokens)
-        statics = {}
+        static_inputs = {}
         with cuda_factories_on_cpu(self.cuda):
             b.draft.init_cuda_graph_state(s.max_bs, s.max_bs * s.topk)
             b.target.init_cuda_graph_state(s.max_bs, s.max_bs * s.draft_tokens)
@@ -115,11 +115,11 @@ class TreeBench:
                 ("verify", b.target),
                 ("extend", b.draft_extend),
             ):
-                statics[name] = StaticInputs(
+                static_inputs[name] = StaticInputs(
                     s.max_bs, fill.get_cuda_graph_seq_len_fill_value(), self.device
                 )
             for bs in c["batch_sizes"]:
-                rpi, lens = statics["draft"].capture_inputs(bs)
+                rpi, lens = static_inputs["draft"].capture_inputs(bs)
                 fb = forward_batch(
                     Batch(tuple(range(bs)), (1,) * bs),
                     ForwardMode.DECODE,
@@ -129,11 +129,11 @@ class TreeBench:
                 )
                 fb.req_pool_indices, fb.seq_lens = rpi, lens
                 b.draft.init_forward_metadata_capture_cuda_graph(fb)
-                rpi, lens = statics["verify"].capture_inputs(bs)
+                rpi, lens = static_inputs["verify"].capture_inputs(bs)
                 b.target.init_forward_metadata_capture_cuda_graph(
                     bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, verify_spec
                 )
-                rpi, lens = statics["extend"].capture_inputs(bs)
+                rpi, lens = static_inputs["extend"].capture_inputs(bs)
                 b.draft_extend.init_forward_metadata_capture_cuda_graph(
                     bs, bs * extend_tokens, rpi, lens, None, extend_mode, draft_spec_info()
                 )
@@ -148,7 +148,7 @@ class TreeBench:
             draft_fb = forward_batch(
                 batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info()
             )
-            statics["draft"].load(draft_fb, bs)
+            static_inputs["draft"].load(draft_fb, bs)
             phases = {}
             phases["draft_replay"] = self.timed(
                 functools.partial(b.draft.init_forward_metadata_replay_cuda_graph, draft_fb, bs)
@@ -157,7 +157,7 @@ class TreeBench:
                 ("verify", b.target, ForwardMode.TARGET_VERIFY, verify_spec),
                 ("extend", b.draft_extend, extend_mode, draft_spec_info()),
             ):
-                st = statics[name]
+                st = static_inputs[name]
                 st.load(forward_batch(batch, mode, b.runner, self.device, spec), bs)
                 # As SGLang's runners: draft extend passes whole buffers, verify [:bs].
                 n = None if name == "extend" else bs

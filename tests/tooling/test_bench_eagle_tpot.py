@@ -114,9 +114,7 @@ def test_dry_run_default_commands(tree_args, tmp_path):
     launches = launch_lines(out)
     assert len(launches) == 2
     base, patched = (str(tmp_path / t / "python") for t in ("base", "patched"))
-    assert (
-        f"PYTHONPATH={base}" in launches[0] and f"PYTHONPATH={patched}" in launches[1]
-    )
+    assert f"PYTHONPATH={base}" in launches[0] and f"PYTHONPATH={patched}" in launches[1]
     for line in launches:
         words = line.split()
         for flag, value in [
@@ -133,12 +131,10 @@ def test_dry_run_default_commands(tree_args, tmp_path):
         ]:
             assert words[words.index(flag) + 1] == value, (flag, line)
         assert "--trust-remote-code" in words
-        assert (
-            "--speculative-draft-model-path" not in words
-        )  # empty by default: omitted
+        assert "--speculative-draft-model-path" not in words  # empty by default: omitted
     benches = bench_lines(out)
     assert len(benches) == 2
-    for tree, line in zip(("base", "patched"), benches):
+    for tree, line in zip(("base", "patched"), benches, strict=True):
         words = line.split()
         for flag, value in [
             ("--backend", "sglang"),
@@ -170,7 +166,9 @@ def test_dry_run_default_commands(tree_args, tmp_path):
             else (
                 "bench"
                 if "bench_serving" in lines[i]
-                else "kill" if lines[i].startswith("kill ") else "health"
+                else "kill"
+                if lines[i].startswith("kill ")
+                else "health"
             )
         )
         for i in order
@@ -426,9 +424,7 @@ def test_stubbed_server_death_fails_clearly(tree_args, tmp_path, stubs):
     assert proc.returncode == 1
     assert "base server exited with status 7 before /health answered" in proc.stderr
     assert "boom: no GPU memory" in proc.stderr  # the log tail
-    assert (tmp_path / "launches").read_text().count(
-        "\n"
-    ) == 1  # patched never launched
+    assert (tmp_path / "launches").read_text().count("\n") == 1  # patched never launched
 
 
 def test_stubbed_bench_failure_still_stops_server(tree_args, tmp_path, stubs):
