@@ -27,7 +27,7 @@ def pytest_addoption(parser):
         "--scenarios",
         type=int,
         default=None,
-        help="generated scenarios per differential run (default: 40 on CPU, 300 on a GPU)",
+        help="generated scenarios per differential run (default: 40)",
     )
     group.addoption("--scenario-seed", type=int, default=2026)
     group.addoption(
@@ -54,10 +54,10 @@ def trees(request) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def plan(request, device) -> dict:
+def plan(request) -> dict:
     from mla_harness import scenarios
 
-    count = request.config.getoption("--scenarios") or (300 if device == "cuda" else 40)
+    count = request.config.getoption("--scenarios") or 40
     return scenarios.plan(count, seed=request.config.getoption("--scenario-seed"))
 
 
