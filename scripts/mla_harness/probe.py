@@ -20,7 +20,16 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from . import subprocess_env
+from . import replacements, standin, subprocess_env
+from .batches import (
+    Batch,
+    StaticInputs,
+    draft_spec_info,
+    forward_batch,
+    verify_spec_info,
+)
+from .launches import count_launches
+from .visible import buffer_pointers, kernel_view
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,13 +68,9 @@ class Driver:
     def __init__(self, scenario: dict, device: str):
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-        from . import replacements, standin
-        from .batches import Batch
-
         self.mode = ForwardMode
         self.device = device
         self.use_cuda = device.startswith("cuda")
-        self.cpu_factories = lambda: replacements.cuda_factories_on_cpu(self.use_cuda)
         self.setup = standin.Setup(**scenario["setup"])
         self.backends = standin.build_backends(self.setup, device, scenario.get("seed", 0))
         self.batches = [Batch(**b) for b in scenario["batches"]]
@@ -73,9 +78,7 @@ class Driver:
 
     # -- helpers -------------------------------------------------------------
     def _call(self, fn, *args, **kwargs):
-        from .launches import count_launches
-
-        with self.cpu_factories(), count_launches() as counts:
+        with replacements.cuda_factories_on_cpu(self.use_cuda), count_launches() as counts:
             fn(*args, **kwargs)
             if self.use_cuda:
                 import torch
@@ -84,13 +87,9 @@ class Driver:
         return counts.as_dict()
 
     def _fb(self, batch, mode, spec_info=None):
-        from .batches import forward_batch
-
         return forward_batch(batch, mode, self.backends.runner, self.device, spec_info)
 
     def _view(self, metadata, seq_lens, bs):
-        from .visible import kernel_view
-
         return kernel_view(metadata, seq_lens, bs, self.setup.page_size)
 
     def _graph_bs(self, raw_bs):
@@ -98,8 +97,6 @@ class Driver:
 
     # -- multi-step draft ----------------------------------------------------
     def phase_draft_eager(self):
-        from .batches import draft_spec_info
-
         draft = self.backends.draft
         records = []
         for batch in self.batches:
@@ -113,9 +110,6 @@ class Driver:
         return records
 
     def phase_draft_graph(self):
-        from .batches import Batch, StaticInputs, draft_spec_info
-        from .visible import buffer_pointers
-
         draft, s = self.backends.draft, self.setup
         fill = draft.attn_backends[0].get_cuda_graph_seq_len_fill_value()
         static = StaticInputs(s.max_bs, fill, self.device)
@@ -160,9 +154,6 @@ class Driver:
         return records
 
     def _single_graph(self, backend, mode, tokens_per_bs, spec_info=None, kernel_lens="seq_lens_k"):
-        from .batches import StaticInputs
-        from .visible import buffer_pointers
-
         s = self.setup
         fill = backend.get_cuda_graph_seq_len_fill_value()
         static = StaticInputs(s.max_bs, fill, self.device)
@@ -221,8 +212,6 @@ class Driver:
         return self._single_graph(self.backends.target, self.mode.DECODE, 1, kernel_lens="seq_lens")
 
     def _verify_info(self):
-        from .batches import verify_spec_info
-
         return verify_spec_info(self.setup.draft_tokens)
 
     def phase_verify_eager(self):
@@ -292,8 +281,6 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args(argv)
-
-    from . import replacements
 
     replacements.prepare_environment(args.device == "cuda")
     sys.path.insert(0, str(args.tree.resolve()))
