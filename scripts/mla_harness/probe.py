@@ -4,8 +4,10 @@
 imports ``sglang`` from ``DIR`` (a ``python/`` root), builds the real backends
 for every scenario, drives them through the calls an EAGLE decode loop makes
 (eager ``init_forward_metadata``; CUDA-graph state, capture for every batch
-size, then replays with new inputs) and records, per call, the kernel-visible
-metadata, the graph buffers' pointers and the launch counts.
+size, then replays with new inputs, each followed by the attention layers of
+the captured forward, as the graph would run them) and records, per call, the
+metadata the attention kernel is given, the graph buffers' pointers and the
+launch counts of the replay call and of each layer's forward.
 ``run_probe`` does the same from another process and returns the result.
 """
 
@@ -20,7 +22,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from . import replacements, standin, subprocess_env
+from . import attention, replacements, standin, subprocess_env
 from .batches import (
     Batch,
     StaticInputs,
@@ -29,9 +31,11 @@ from .batches import (
     verify_spec_info,
 )
 from .launches import count_launches
-from .visible import buffer_pointers, kernel_view
+from .visible import buffer_pointers, kernel_call_view, kernel_view
 
 HERE = Path(__file__).resolve().parent
+DRAFT_LAYER = 61  # DeepSeek-V3's MTP layer follows its 61 target layers
+TARGET_LAYERS = (0, 1)  # the first two attention layers of a graph's forward
 
 PHASES = (
     "draft_eager",
@@ -95,6 +99,38 @@ class Driver:
     def _graph_bs(self, raw_bs):
         return min(b for b in self.capture_bs if b >= raw_bs)
 
+    def _graph_batch(self, mode, bs, rpi, lens, spec_info):
+        import torch
+
+        kv = torch.zeros(self.setup.page_size, 1, attention.KV_DIM, dtype=torch.bfloat16)
+        pool = attention.KVPool(kv.to(self.device))
+        return attention.graph_batch(mode, bs, rpi, lens, spec_info, pool)
+
+    def _graph_forward(self, backends, fb, q_len, layer_ids, metas):
+        """The captured forward's attention layers, in order, on ``fb``: launch
+        counts per layer and what the kernel is given at each."""
+        import torch
+
+        m = self.setup.model
+        heads = m.num_attention_heads // m.attention_tp_size
+        q = torch.zeros(fb.batch_size * q_len, heads * attention.KV_DIM, dtype=torch.bfloat16)
+        q = q.to(self.device)
+        counts, views = [], []
+        for backend, meta in zip(backends, metas, strict=True):
+            # What capturing bs's graph left as the backend's metadata (a real
+            # graph keeps reading that object's buffers; later captures move
+            # the attribute on).
+            backend.forward_decode_metadata = meta
+            for layer_id in layer_ids:
+                with attention.kernel_sink(backend) as calls:
+                    layer = attention.layer(layer_id, heads)
+                    counts.append(self._call(attention.attend, backend, fb, layer, q))
+                (call,) = calls
+                views.append(
+                    kernel_call_view(call, meta.max_seq_len_k, fb.batch_size, self.setup.page_size)
+                )
+        return counts, views
+
     # -- multi-step draft ----------------------------------------------------
     def phase_draft_eager(self):
         draft = self.backends.draft
@@ -114,7 +150,7 @@ class Driver:
         fill = draft.attn_backends[0].get_cuda_graph_seq_len_fill_value()
         static = StaticInputs(s.max_bs, fill, self.device)
         state = self._call(draft.init_cuda_graph_state, s.max_bs, s.max_bs * s.topk)
-        ptrs = {}
+        ptrs, graph_fbs = {}, {}
         for bs in self.capture_bs:
             rpi, lens = static.capture_inputs(bs)
             batch = Batch(tuple(rpi.tolist()), tuple(lens.tolist()))
@@ -124,18 +160,24 @@ class Driver:
             ptrs[bs] = [
                 buffer_pointers(b.decode_cuda_graph_metadata[bs]) for b in draft.attn_backends
             ]
+            graph_fbs[bs] = self._graph_batch(self.mode.DECODE, bs, rpi, lens, draft_spec_info())
         records = [{"state": state, "capture_ptrs": ptrs}]
         for batch in self.batches:
             bs = self._graph_bs(batch.size)
             fb = static.padded_draft_batch(self._fb(batch, self.mode.DECODE, draft_spec_info()), bs)
             counts = self._call(draft.init_forward_metadata_replay_cuda_graph, fb, bs)
             metas = [b.decode_cuda_graph_metadata[bs] for b in draft.attn_backends]
+            # Each draft step runs the draft model (one MTP layer) on its own backend.
+            forward_counts, views = self._graph_forward(
+                draft.attn_backends, graph_fbs[bs], 1, [DRAFT_LAYER], metas
+            )
             records.append(
                 {
                     "bs": bs,
                     "raw_bs": batch.size,
                     "counts": counts,
-                    "views": [self._view(m, static.seq_lens, bs) for m in metas],
+                    "forward_counts": forward_counts,
+                    "views": views,
                     "ptrs": [buffer_pointers(m) for m in metas],
                     "inputs": _inputs(static, bs),
                 }
@@ -153,12 +195,12 @@ class Driver:
             records.append({"counts": counts, "views": [self._view(meta, lens, batch.size)]})
         return records
 
-    def _single_graph(self, backend, mode, tokens_per_bs, spec_info=None, kernel_lens="seq_lens_k"):
+    def _single_graph(self, backend, mode, tokens_per_bs, spec_info=None):
         s = self.setup
         fill = backend.get_cuda_graph_seq_len_fill_value()
         static = StaticInputs(s.max_bs, fill, self.device)
         state = self._call(backend.init_cuda_graph_state, s.max_bs, s.max_bs * tokens_per_bs)
-        ptrs = {}
+        ptrs, graph_fbs = {}, {}
         for bs in self.capture_bs:
             rpi, lens = static.capture_inputs(bs)
             self._call(
@@ -172,6 +214,7 @@ class Driver:
                 spec_info,
             )
             ptrs[bs] = [buffer_pointers(backend.decode_cuda_graph_metadata[bs])]
+            graph_fbs[bs] = self._graph_batch(mode, bs, rpi, lens, spec_info)
         records = [{"state": state, "capture_ptrs": ptrs}]
         for batch in self.batches:
             bs = self._graph_bs(batch.size)
@@ -192,13 +235,16 @@ class Driver:
                 seq_lens_cpu=static.seq_lens_cpu[:rows],
             )
             meta = backend.decode_cuda_graph_metadata[bs]
-            lens = static.seq_lens if kernel_lens == "seq_lens" else meta.seq_lens_k
+            forward_counts, views = self._graph_forward(
+                [backend], graph_fbs[bs], tokens_per_bs, TARGET_LAYERS, [meta]
+            )
             records.append(
                 {
                     "bs": bs,
                     "raw_bs": batch.size,
                     "counts": counts,
-                    "views": [self._view(meta, lens, bs)],
+                    "forward_counts": forward_counts,
+                    "views": views,
                     "ptrs": [buffer_pointers(meta)],
                     "inputs": _inputs(static, bs),
                 }
@@ -209,7 +255,7 @@ class Driver:
         return self._single_eager(self.backends.target, self.mode.DECODE, kernel_lens="seq_lens")
 
     def phase_decode_graph(self):
-        return self._single_graph(self.backends.target, self.mode.DECODE, 1, kernel_lens="seq_lens")
+        return self._single_graph(self.backends.target, self.mode.DECODE, 1)
 
     def _verify_info(self):
         return verify_spec_info(self.setup.draft_tokens)

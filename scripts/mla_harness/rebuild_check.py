@@ -2,18 +2,15 @@
 
 ``python -m mla_harness.rebuild_check --tree DIR [--cases N]`` prints JSON:
 
-- ``kernel``: ``fill_cuda_graph_metadata_kernel`` against the unfused path it
-  replaces (``seq_lens + offset`` cast into ``seq_lens_k``, then
-  ``create_flashmla_kv_indices_triton``) on copies of one block table
-  pre-filled with random garbage: every entry of both tables (so pages past
-  the valid range too) and ``seq_lens_k`` must be bit-identical. Page sizes 32
-  and 64, random table widths and batch sizes, lengths around page and
-  4096-token block boundaries. On CUDA also the number of compiled variants
-  after all cases (it must not grow with batch size or sequence length).
-- ``guard`` (CUDA only): the rebuild captured with a runner's buffers is
-  replayed only for those buffers (also passed whole, with more rows);
-  other pointers, dtypes or too few rows take the direct launch, and the
-  metadata is right after each call.
+- ``kernel``: ``fill_block_kv_indices_kernel`` against the unfused paths it
+  replaces, on copies of one block table pre-filled with random garbage. CUDA
+  graph (``seq_lens + offset`` cast into ``seq_lens_k``, then
+  ``create_flashmla_kv_indices_triton``) and eager (``torch.full(-1)``, then
+  ``create_flashmla_kv_indices_triton``): every entry of the tables (so pages
+  past the valid range too) and ``seq_lens_k`` must be bit-identical. Page
+  sizes 32 and 64, random table widths and batch sizes, lengths around page
+  and 4096-token block boundaries. On CUDA also the number of compiled
+  variants that launches with new batch sizes, lengths, offsets and widths add.
 """
 
 from __future__ import annotations
@@ -65,29 +62,49 @@ def check_kernel(cases: int, device: str) -> dict:
         create_flashmla_kv_indices_triton[(bs,)](
             pool, rpi, kv_lens, None, want_table, pool.stride(0), width, PAGED_SIZE=page
         )
-        mod.fill_cuda_graph_metadata_kernel[(bs,)](
-            pool,
-            rpi,
-            lens,
-            offset,
-            got_k,
-            got_table,
-            pool.stride(0),
-            width,
-            PAGED_SIZE=page,
-            WRITE_SEQ_LENS_K=True,
-        )
-        assert torch.equal(want_table, got_table), "block table differs"
+        _fill(mod, pool, rpi, lens, offset, got_k, got_table, page, fill_tail=False)
+        assert torch.equal(want_table, got_table), "graph block table differs"
         assert torch.equal(want_k, got_k), "seq_lens_k differs"
-    return {"cases": cases, "new_variants_for_bs_and_lengths": _recompiles(mod, rng, device)}
+        # Eager: torch.full(-1) + create_flashmla_kv_indices_triton, in one launch.
+        want_eager = torch.full((bs, width), -1, dtype=torch.int32, device=device)
+        create_flashmla_kv_indices_triton[(bs,)](
+            pool, rpi, lens, None, want_eager, pool.stride(0), width, PAGED_SIZE=page
+        )
+        got_eager = garbage.clone()
+        _fill(mod, pool, rpi, lens, 0, None, got_eager, page, fill_tail=True)
+        assert torch.equal(want_eager, got_eager), "eager block table differs"
+    return {
+        "cases": cases,
+        "new_variants": {
+            "graph": _recompiles(mod, rng, device, fill_tail=False),
+            "eager": _recompiles(mod, rng, device, fill_tail=True),
+        },
+    }
 
 
-def _recompiles(mod, rng, device):
-    """Compiled variants added by launches that differ only in batch size,
-    sequence lengths and offset (None under the interpreter, which compiles nothing)."""
+def _fill(mod, pool, rpi, lens, offset, seq_lens_k, table, page, fill_tail):
+    mod.fill_block_kv_indices_kernel[(table.shape[0],)](
+        pool,
+        rpi,
+        lens,
+        offset,
+        seq_lens_k,
+        table,
+        table.stride(0),
+        pool.stride(0),
+        PAGED_SIZE=page,
+        WRITE_SEQ_LENS_K=seq_lens_k is not None,
+        FILL_TAIL=fill_tail,
+    )
+
+
+def _recompiles(mod, rng, device, fill_tail):
+    """Compiled variants added by 16 launches that differ in batch size, sequence
+    lengths, offset and table width (None under the interpreter, which compiles
+    nothing). The first may compile; none after it may."""
     import torch
 
-    kernel = mod.fill_cuda_graph_metadata_kernel
+    kernel = mod.fill_block_kv_indices_kernel
     if device != "cuda":
         return None
 
@@ -95,88 +112,16 @@ def _recompiles(mod, rng, device):
         return sum(len(c[0]) for c in kernel.device_caches.values())
 
     page, pool, _, _, _, _ = _case(rng, device)
-    width = -(-pool.shape[1] // page) + 5  # a width no earlier case used
     before = variants()
     for bs in range(1, 17):
         rpi = torch.randint(0, pool.shape[0], (bs,), device=device)
-        offset = rng.choice((0, 1, 3, 4, 16))
+        offset = 0 if fill_tail else rng.choice((0, 1, 3, 4, 16))
         lens = torch.randint(1, pool.shape[1] - 16, (bs,), device=device)
+        width = -(-pool.shape[1] // page) + rng.randint(0, 70)
         table = torch.empty(bs, width, dtype=torch.int32, device=device)
-        k = torch.empty(bs, dtype=torch.int32, device=device)
-        kernel[(bs,)](
-            pool,
-            rpi,
-            lens,
-            offset,
-            k,
-            table,
-            pool.stride(0),
-            width,
-            PAGED_SIZE=page,
-            WRITE_SEQ_LENS_K=True,
-        )
+        k = None if fill_tail else torch.empty(bs, dtype=torch.int32, device=device)
+        _fill(mod, pool, rpi, lens, offset, k, table, page, fill_tail)
     return variants() - before
-
-
-def check_guard(device: str) -> dict:
-    import torch
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-    from . import standin
-    from .batches import StaticInputs, verify_spec_info
-    from .launches import count_launches
-    from .visible import expected_block_prefix, kernel_view
-
-    s = standin.Setup(page_size=64, context_len=4096, max_bs=6)
-    b = standin.build_backends(s, device)
-    b.target.init_cuda_graph_state(s.max_bs, s.max_bs * s.draft_tokens)
-    static = StaticInputs(s.max_bs, 1, device)
-    spec = verify_spec_info(s.draft_tokens)
-    bs = 4
-    rpi, lens = static.capture_inputs(bs)
-    b.target.init_forward_metadata_capture_cuda_graph(
-        bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, spec
-    )
-    rng = random.Random(3)
-    outcomes = {}
-
-    def fresh():
-        static.req_pool_indices[:bs] = torch.tensor(rng.sample(range(s.rows), bs))
-        static.seq_lens[:bs] = torch.tensor([rng.randint(1, s.context_len - 8) for _ in range(bs)])
-
-    cases = {
-        "captured slices": lambda: (static.req_pool_indices[:bs], static.seq_lens[:bs]),
-        "whole buffers": lambda: (static.req_pool_indices, static.seq_lens),
-        "new tensors": lambda: (static.req_pool_indices[:bs].clone(), static.seq_lens[:bs].clone()),
-        "int32 seq_lens": lambda: (
-            static.req_pool_indices[:bs],
-            static.seq_lens[:bs].to(torch.int32),
-        ),
-        "offset view": lambda: (static.req_pool_indices[1 : bs + 1], static.seq_lens[1 : bs + 1]),
-    }
-    for name, make in cases.items():
-        fresh()
-        rpi_in, lens_in = make()
-        with count_launches() as counts:
-            b.target.init_forward_metadata_replay_cuda_graph(
-                bs, rpi_in, lens_in, 0, None, ForwardMode.TARGET_VERIFY, spec, seq_lens_cpu=None
-            )
-            torch.cuda.synchronize()
-        meta = b.target.decode_cuda_graph_metadata[bs]
-        kv = lens_in[:bs].long() + s.draft_tokens
-        view = kernel_view(meta, meta.seq_lens_k, bs, s.page_size)
-        want = expected_block_prefix(
-            b.runner.req_to_token_pool.req_to_token, rpi_in[:bs], kv, s.page_size
-        )
-        correct = bool((view["seq_lens"] == kv.cpu().numpy()).all()) and all(
-            (g == w).all() for g, w in zip(view["block_prefix"], want, strict=True)
-        )
-        outcomes[name] = {
-            "graph_replays": counts.graphs,
-            "direct_launches": sum(counts.triton.values()),
-            "correct": correct,
-        }
-    return outcomes
 
 
 def main(argv=None) -> int:
@@ -190,8 +135,6 @@ def main(argv=None) -> int:
     replacements.prepare_environment(args.device == "cuda")
     sys.path.insert(0, str(args.tree.resolve()))
     report = {"kernel": check_kernel(args.cases, args.device)}
-    if args.device == "cuda":
-        report["guard"] = check_guard(args.device)
     print(json.dumps(report))
     return 0
 

@@ -12,6 +12,8 @@ pass does not read (``cu_seqlens_q``, ``seq_lens_q``, ``max_seq_len_q``,
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 
@@ -27,6 +29,12 @@ def kernel_view(metadata, kernel_seq_lens, bs: int, page_size: int) -> dict:
         "block_prefix": [table[b, : pages[b]].astype(np.int64) for b in range(bs)],
         "table_width": int(table.shape[1]),
     }
+
+
+def kernel_call_view(call: dict, max_seq_len_k, bs: int, page_size: int) -> dict:
+    """``kernel_view`` of one recorded kernel call (see ``attention.kernel_sink``)."""
+    metadata = SimpleNamespace(block_kv_indices=call["block_tables"], max_seq_len_k=max_seq_len_k)
+    return kernel_view(metadata, call["seq_lens"], bs, page_size)
 
 
 def expected_block_prefix(req_to_token, req_pool_indices, seq_lens, page_size):

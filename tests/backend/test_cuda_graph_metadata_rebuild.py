@@ -1,11 +1,11 @@
-"""0004: the fused metadata rebuild and its guarded CUDA-graph replay.
+"""0004: the fused block-table kernel, against the unfused paths it replaces.
 
 ``mla_harness.rebuild_check`` runs inside the patched tree (the base has no
-such kernel): the fused kernel must be bit-identical to the unfused path on
-whole block tables, must not recompile per batch size or sequence length, and
-(on CUDA) the captured rebuild must be replayed only for the tensors it was
-captured with, falling back to a direct launch otherwise, with correct
-metadata either way.
+such kernel): for CUDA-graph metadata (seq_lens_k + block table) and for the
+eager table (-1 past the valid pages), the fused kernel must be bit-identical
+to the unfused path on whole block tables, and must not recompile per batch
+size, sequence length or table width. Where the rebuild runs (inside the
+captured forward) is tested by ``test_patch_effects`` and the GPU consumer.
 """
 
 from __future__ import annotations
@@ -26,16 +26,13 @@ def _run(tree, device, cases):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_fused_rebuild(trees, device):
+def test_fused_block_table_kernel(trees, device):
     report = _run(trees["patched"], device, 400 if device == "cuda" else 40)
     print(json.dumps(report))
     kernel = report["kernel"]
     assert kernel["cases"] >= 40
     if device == "cuda":
-        assert kernel["new_variants_for_bs_and_lengths"] == 1  # the first launch compiles; no more
-        guard = report["guard"]
-        assert all(o["correct"] for o in guard.values()), guard
-        for name in ("captured slices", "whole buffers"):
-            assert guard[name] == {"graph_replays": 1, "direct_launches": 0, "correct": True}, name
-        for name in ("new tensors", "int32 seq_lens", "offset view"):
-            assert guard[name] == {"graph_replays": 0, "direct_launches": 1, "correct": True}, name
+        # 16 launches with new batch sizes, lengths, offsets and widths: the
+        # first may compile, none after it.
+        for mode, added in kernel["new_variants"].items():
+            assert added <= 1, mode

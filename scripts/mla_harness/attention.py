@@ -1,0 +1,97 @@
+"""The backend's real forward, up to the attention kernel it calls.
+
+A CUDA graph runner captures the model's forward, so a graph's attention reads
+whatever metadata work the forward itself does, plus what
+``init_forward_metadata_replay_cuda_graph`` did before the replay. To see what
+the kernel is given, ``attend`` runs ``forward_decode`` / ``forward_extend``
+(decode / target verify and draft extend) with the batch the graph was
+captured with, and ``kernel_sink`` takes the place of ``_run_decode_kernel``,
+the backend's hook for swapping the trtllm-gen kernel (SM100 only): it
+records the kernel's arguments and hands them to a consumer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import torch
+
+KV_DIM = 576  # kv_lora_rank + qk_rope_head_dim of the stand-in model
+V_DIM = 512  # kv_lora_rank: MLA's absorbed value width
+
+
+def layer(layer_id: int, heads: int) -> SimpleNamespace:
+    """The fields of ``RadixAttention`` the forward reads before the kernel."""
+    return SimpleNamespace(
+        layer_id=layer_id,
+        tp_q_head_num=heads,
+        tp_k_head_num=1,
+        head_dim=KV_DIM,
+        v_head_dim=V_DIM,
+    )
+
+
+class KVPool:
+    """``token_to_kv_pool``: one buffer serves every layer."""
+
+    def __init__(self, buffer: torch.Tensor):
+        self.buffer = buffer
+
+    def get_key_buffer(self, layer_id: int) -> torch.Tensor:
+        return self.buffer
+
+
+@contextlib.contextmanager
+def kernel_sink(backend, consume=None):
+    """Replace ``backend._run_decode_kernel``; yields the list of its calls.
+
+    Each call is recorded as ``{"block_tables", "seq_lens", "max_seq_len"}``
+    (the tensors themselves, as the kernel would read them). ``consume``
+    (query, kv_cache, block_tables, seq_lens, page_size) -> (bs, q_len, heads,
+    V_DIM) computes the output; by default it is left uninitialized.
+    """
+    calls = []
+
+    def run(query, kv_cache, block_tables, seq_lens, max_seq_len, layer):
+        calls.append(
+            {"block_tables": block_tables, "seq_lens": seq_lens, "max_seq_len": max_seq_len}
+        )
+        if consume is not None:
+            return consume(query, kv_cache.squeeze(1), block_tables, seq_lens)
+        return query.new_empty(*query.shape[:-1], V_DIM)
+
+    backend._run_decode_kernel = run
+    try:
+        yield calls
+    finally:
+        del backend._run_decode_kernel
+
+
+def graph_batch(mode, bs: int, req_pool_indices, seq_lens, spec_info, kv_pool: KVPool):
+    """The ``ForwardBatch`` a graph runner captures with: its static buffers."""
+    return SimpleNamespace(
+        forward_mode=mode,
+        batch_size=bs,
+        req_pool_indices=req_pool_indices,
+        seq_lens=seq_lens,
+        spec_info=spec_info,
+        token_to_kv_pool=kv_pool,
+        decode_trtllm_mla_metadata=None,
+        extend_seq_lens=None,
+        extend_seq_lens_cpu=None,
+        positions=None,
+    )
+
+
+def attend(backend, fb, layer_, q: torch.Tensor):
+    """One attention layer's forward; returns its output.
+
+    ``q``: (bs * q_len, heads * KV_DIM), the absorbed query (nope and rope
+    already merged, as on the FP8 path).
+    """
+    if fb.forward_mode.is_decode_or_idle():
+        fn = backend.forward_decode
+    else:
+        fn = backend.forward_extend
+    return fn(q, None, None, layer_, fb, save_kv_cache=False)
