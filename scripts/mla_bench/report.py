@@ -51,6 +51,10 @@ def markdown(result: dict, cfg: dict) -> str:
         f"CUDA-graph max bs {cfg['cuda_graph_max_bs']}, device {cfg['device']}, "
         f"{cfg['repeats']} repeats (median)",
         "",
+        "Host µs and launches: the metadata call on the host before the runner replays its "
+        "graph. GPU µs: CUDA-event span of that call plus, where the captured forward does "
+        "metadata work of its own (0004 rebuilds there), a replay of that work as a graph.",
+        "",
         _row(
             "context",
             "bs",

@@ -3,8 +3,10 @@
 Per context length and batch size, after CUDA-graph capture (as the graph
 runners do it), each replay phase of one EAGLE iteration is called
 ``repeats`` times: host time (perf_counter around the call, median), GPU time
-(CUDA events around the call, median), and, from one counted call, launches
-and bytes allocated. The multi-step draft's eager ``init_forward_metadata`` is
+(CUDA events around the call and, where the captured forward does metadata
+work of its own, a replay of a CUDA graph of that forward's attention layers
+with the attention kernel left out; median), and, from one counted call,
+launches and bytes allocated. The multi-step draft's eager ``init_forward_metadata`` is
 measured the same way. The memory figure is the bytes that
 ``init_cuda_graph_state`` allocates per backend.
 """
@@ -50,8 +52,32 @@ class TreeBench:
         if self.cuda:
             self.torch.cuda.synchronize()
 
-    def timed(self, fn) -> dict:
-        """Median host and GPU microseconds, plus one counted call."""
+    def forward_graph(self, backends, fb, q_len: int, layer_ids):
+        """``replay`` of a CUDA graph of the captured forward's attention layers
+        (kernel left out), or None where they launch nothing (or off CUDA)."""
+        from mla_harness import attention
+        from mla_harness.launches import count_launches
+
+        torch = self.torch
+        if not self.cuda:
+            return None
+        m = self.model
+        heads = m.num_attention_heads // m.attention_tp_size
+        q = torch.zeros(fb.batch_size * q_len, heads * attention.KV_DIM, dtype=torch.bfloat16)
+        q = q.to(self.device)
+        with count_launches() as counts:
+            attention.run_layers(backends, fb, q, layer_ids, heads)  # warm-up
+            torch.cuda.synchronize()
+        if counts.launches == 0:
+            return None
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            attention.run_layers(backends, fb, q, layer_ids, heads)
+        return graph.replay
+
+    def timed(self, fn, in_graph=None) -> dict:
+        """Median host and GPU microseconds, plus one counted call. ``in_graph``
+        (a graph replay) runs after ``fn`` inside the GPU span only."""
         from mla_harness.launches import count_launches
         from mla_harness.replacements import cuda_factories_on_cpu
 
@@ -67,6 +93,8 @@ class TreeBench:
                 t0 = time.perf_counter()
                 fn()
                 t1 = time.perf_counter()
+                if in_graph is not None:
+                    in_graph()
                 if self.cuda:
                     end.record()
                     end.synchronize()
@@ -97,15 +125,23 @@ class TreeBench:
         )
         from mla_harness.replacements import cuda_factories_on_cpu
 
+        from mla_harness import attention
+
         c = self.cfg
         s = self.setup(context_len, c["cuda_graph_max_bs"])
+        self.model = s.model
         b = standin.build_backends(s, self.device)
         extend_mode = (
             ForwardMode.DRAFT_EXTEND if c["extend_mode"] == "v1" else ForwardMode.DRAFT_EXTEND_V2
         )
         extend_tokens = s.steps + 1 if c["extend_mode"] == "v1" else s.draft_tokens
         verify_spec = verify_spec_info(s.draft_tokens)
-        static_inputs = {}
+        static_inputs, forward_graphs = {}, {}
+        pool = attention.KVPool(
+            self.torch.zeros(s.page_size, 1, attention.KV_DIM, dtype=self.torch.bfloat16).to(
+                self.device
+            )
+        )
         with cuda_factories_on_cpu(self.cuda):
             b.draft.init_cuda_graph_state(s.max_bs, s.max_bs * s.topk)
             b.target.init_cuda_graph_state(s.max_bs, s.max_bs * s.draft_tokens)
@@ -129,13 +165,28 @@ class TreeBench:
                 )
                 fb.req_pool_indices, fb.seq_lens = rpi, lens
                 b.draft.init_forward_metadata_capture_cuda_graph(fb)
+                # Every draft step runs the one-layer draft model.
+                gfb = attention.graph_batch(
+                    ForwardMode.DECODE, bs, rpi, lens, draft_spec_info(), pool
+                )
+                forward_graphs["draft", bs] = self.forward_graph(b.draft.attn_backends, gfb, 1, [61])
                 rpi, lens = static_inputs["verify"].capture_inputs(bs)
                 b.target.init_forward_metadata_capture_cuda_graph(
                     bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, verify_spec
                 )
+                gfb = attention.graph_batch(
+                    ForwardMode.TARGET_VERIFY, bs, rpi, lens, verify_spec, pool
+                )
+                forward_graphs["verify", bs] = self.forward_graph(
+                    [b.target], gfb, s.draft_tokens, [0, 1]
+                )
                 rpi, lens = static_inputs["extend"].capture_inputs(bs)
                 b.draft_extend.init_forward_metadata_capture_cuda_graph(
                     bs, bs * extend_tokens, rpi, lens, None, extend_mode, draft_spec_info()
+                )
+                gfb = attention.graph_batch(extend_mode, bs, rpi, lens, draft_spec_info(), pool)
+                forward_graphs["extend", bs] = self.forward_graph(
+                    [b.draft_extend], gfb, extend_tokens, [0, 1]
                 )
         rows = []
         rng = random.Random(context_len)
@@ -151,7 +202,8 @@ class TreeBench:
             static_inputs["draft"].load(draft_fb, bs)
             phases = {}
             phases["draft_replay"] = self.timed(
-                functools.partial(b.draft.init_forward_metadata_replay_cuda_graph, draft_fb, bs)
+                functools.partial(b.draft.init_forward_metadata_replay_cuda_graph, draft_fb, bs),
+                forward_graphs["draft", bs],
             )
             for name, backend, mode, spec in (
                 ("verify", b.target, ForwardMode.TARGET_VERIFY, verify_spec),
@@ -167,7 +219,8 @@ class TreeBench:
                         backend.init_forward_metadata_replay_cuda_graph,
                         *args,
                         seq_lens_cpu=st.seq_lens_cpu[:n],
-                    )
+                    ),
+                    forward_graphs[name, bs],
                 )
             eager_fb = forward_batch(
                 batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info()

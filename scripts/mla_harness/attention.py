@@ -95,3 +95,21 @@ def attend(backend, fb, layer_, q: torch.Tensor):
     else:
         fn = backend.forward_extend
     return fn(q, None, None, layer_, fb, save_kv_cache=False)
+
+
+def run_layers(backends, fb, q: torch.Tensor, layer_ids, heads: int, consume=None) -> list:
+    """A captured forward's attention layers, in order, on ``fb``; their outputs.
+
+    ``backends``: the multi-step draft's step backends, or one backend. Each
+    first gets the metadata that capturing ``fb.batch_size`` left it (a CUDA
+    graph keeps reading that; an eager re-run must be told).
+    """
+    outs = []
+    with contextlib.ExitStack() as stack:
+        for backend in backends:
+            stack.enter_context(kernel_sink(backend, consume))
+        for backend in backends:
+            backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[fb.batch_size]
+            for layer_id in layer_ids:
+                outs.append(attend(backend, fb, layer(layer_id, heads), q))
+    return outs

@@ -1,12 +1,15 @@
-"""GPU check: a real CUDA graph reading the metadata as the MLA decode kernel does.
+"""GPU check: real CUDA graphs of the backend's forward, replayed with new batches.
 
 The trtllm-gen MLA kernel needs SM100; this reference paged MLA decode in torch
-reads the same inputs (block table, per-request KV length, ``max_seq_len``)
-with static shapes, so it can be captured in a ``torch.cuda.CUDAGraph``. For
-each mode, the graph is captured once per batch size after the backend's
-capture call, then replayed after ``init_forward_metadata_replay_cuda_graph``
-with new random batches, and compared with the same consumer run eagerly on
-the metadata of ``init_forward_metadata`` for that batch.
+reads the same inputs (block table, per-request KV length) with static shapes,
+so it can be captured in a ``torch.cuda.CUDAGraph``. It takes the kernel's
+place through the backend's ``_run_decode_kernel`` hook (``attention.kernel_sink``).
+For each mode, as a graph runner does: the backend's capture call per batch
+size, one eager warm-up forward, then a graph captured around the backend's
+real ``forward_decode`` / ``forward_extend`` (two target layers, or every
+draft step). Each replay follows ``init_forward_metadata_replay_cuda_graph``
+with a new random batch (padded half the time) and is compared with the same
+consumer run eagerly on the metadata of ``init_forward_metadata``.
 
 ``python -m mla_harness.consumer --tree DIR --replays N`` prints a JSON summary.
 """
@@ -55,7 +58,10 @@ class Check:
         self.rng = random.Random(seed)
         pages = setup.rows * (setup.context_len // setup.page_size) + 2
         gen = torch.Generator(device=device).manual_seed(seed)
-        self.kv_cache = torch.randn(pages, setup.page_size, 576, device=device, generator=gen)
+        self.device = device
+        self.kv_cache = torch.randn(
+            pages, setup.page_size, 576, device=device, generator=gen
+        ).to(torch.bfloat16)
         self.static_cls = StaticInputs
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
@@ -74,6 +80,7 @@ class Check:
 
     def run(self, mode: str, replays: int) -> dict:
         torch, s = self.torch, self.setup
+        from . import attention
         from .batches import draft_spec_info, forward_batch, verify_spec_info
 
         b = self.backends
@@ -98,43 +105,46 @@ class Check:
         fill = (
             b.draft.attn_backends[0] if mode == "draft" else backend
         ).get_cuda_graph_seq_len_fill_value()
-        static = self.static_cls(s.max_bs, fill, "cuda")
+        static = self.static_cls(s.max_bs, fill, self.device)
         if mode == "draft":
             backend.init_cuda_graph_state(s.max_bs, s.max_bs)
         else:
             backend.init_cuda_graph_state(s.max_bs, s.max_bs * q_len)
+        # The layers each graph's forward runs: every draft step runs the
+        # one-layer draft model on its own backend; the target two layers.
+        steps = list(backend.attn_backends) if mode == "draft" else [backend]
+        layer_ids = [61] if mode == "draft" else [0, 1]
+        heads = s.model.num_attention_heads // s.model.attention_tp_size
+        pool = attention.KVPool(self.kv_cache)
+
+        def consume(query, kv, block_tables, kv_lens):
+            return paged_mla_decode(query, kv, block_tables, kv_lens, s.page_size).contiguous()
+
+        def forward(fb, q):
+            return attention.run_layers(steps, fb, q, layer_ids, heads, consume)
+
         graphs, worst, compared = {}, 0.0, 0
         for bs in range(1, s.max_bs + 1):
             rpi, lens = static.capture_inputs(bs)
-            q = torch.randn(bs, q_len, 16, 576, device="cuda")
             if mode == "draft":
-                fb = forward_batch(self.batch(bs), fmode, b.runner, "cuda", spec)
+                fb = forward_batch(self.batch(bs), fmode, b.runner, self.device, spec)
                 fb.req_pool_indices, fb.seq_lens = rpi, lens
                 backend.init_forward_metadata_capture_cuda_graph(fb)
-                metas = [x.decode_cuda_graph_metadata[bs] for x in backend.attn_backends]
             else:
                 backend.init_forward_metadata_capture_cuda_graph(
                     bs, bs * q_len, rpi, lens, None, fmode, spec
                 )
-                metas = [backend.decode_cuda_graph_metadata[bs]]
-            kv_lens = [lens if mode in ("draft", "decode") else m.seq_lens_k for m in metas]
-            for m, kl in zip(metas, kv_lens, strict=True):  # warm up outside the graph
-                paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size)
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                outs = [
-                    paged_mla_decode(q, self.kv_cache, m.block_kv_indices, kl, s.page_size)
-                    for m, kl in zip(metas, kv_lens, strict=True)
-                ]
-            graphs[bs] = (g, q, outs)
+            graph_fb = attention.graph_batch(fmode, bs, rpi, lens, spec, pool)
+            q = torch.randn(bs * q_len, heads * attention.KV_DIM, device=self.device)
+            q = q.to(torch.bfloat16)
+            graphs[bs] = (_Graph(forward, graph_fb, q, self.device), q)
         for i in range(replays):
             raw_bs = self.rng.randint(1, s.max_bs)
             bs = raw_bs if i % 2 else self.rng.randint(raw_bs, s.max_bs)  # padded half the time
             batch = self.batch(raw_bs, uniform)
-            g, q, outs = graphs[bs]
-            q.normal_()
-            fb = forward_batch(batch, fmode, b.runner, "cuda", spec)
+            g, q = graphs[bs]
+            q.copy_(torch.randn(q.shape, device=self.device))
+            fb = forward_batch(batch, fmode, b.runner, self.device, spec)
             if mode == "draft":
                 backend.init_forward_metadata_replay_cuda_graph(
                     static.padded_draft_batch(fb, bs), bs
@@ -152,35 +162,60 @@ class Check:
                     spec,
                     seq_lens_cpu=static.seq_lens_cpu[:rows],
                 )
-            g.replay()
-            eager_fb = forward_batch(batch, fmode, b.runner, "cuda", spec)
+            outs = g.replay()
+            eager_fb = forward_batch(batch, fmode, b.runner, self.device, spec)
             backend.init_forward_metadata(eager_fb)
             eager_metas = (
                 [x.forward_decode_metadata for x in backend.attn_backends]
                 if mode == "draft"
                 else [eager_fb.decode_trtllm_mla_metadata]
             )
-            for out, meta in zip(outs, eager_metas, strict=True):
+            per_layer = [m for m in eager_metas for _ in layer_ids]
+            q4 = q.view(bs, q_len, heads, attention.KV_DIM)[:raw_bs]
+            for out, meta in zip(outs, per_layer, strict=True):
                 kl = eager_fb.seq_lens if mode in ("draft", "decode") else meta.seq_lens_k
-                ref = paged_mla_decode(
-                    q[:raw_bs], self.kv_cache, meta.block_kv_indices, kl, s.page_size
-                )
-                got = out[:raw_bs]
+                ref = paged_mla_decode(q4, self.kv_cache, meta.block_kv_indices, kl, s.page_size)
+                got = out.view(bs, q_len, heads, attention.V_DIM)[:raw_bs]
                 err = ((got - ref).norm() / ref.norm()).item()
                 worst = max(worst, err)
                 compared += 1
-        torch.cuda.synchronize()
         return {"mode": mode, "replays": replays, "compared": compared, "max_rel_err": worst}
+
+
+class _Graph:
+    """``forward(fb, q)`` captured as a runner captures it (one eager warm-up,
+    then a ``torch.cuda.CUDAGraph``); ``replay`` returns its outputs. Off CUDA
+    (a smoke test of this harness only) a replay re-runs the forward eagerly."""
+
+    def __init__(self, forward, fb, q, device):
+        import torch
+
+        self.run = lambda: forward(fb, q)  # noqa: E731
+        self.graph = None
+        self.outs = self.run()  # warm-up
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.outs = self.run()
+
+    def replay(self):
+        if self.graph is None:
+            self.outs = self.run()
+        else:
+            self.graph.replay()
+        return self.outs
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", required=True, type=Path)
     parser.add_argument("--replays", type=int, default=2000)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args(argv)
     from . import replacements
 
-    replacements.prepare_environment(True)
+    replacements.prepare_environment(args.device == "cuda")
     sys.path.insert(0, str(args.tree.resolve()))
     from .standin import Setup
 
@@ -192,7 +227,9 @@ def main(argv=None) -> int:
         ]
     ):
         for mode in MODES:
-            report.append({"setup": i, **Check(setup, seed=i).run(mode, args.replays)})
+            with replacements.cuda_factories_on_cpu(args.device == "cuda"):
+                check = Check(setup, device=args.device, seed=i)
+                report.append({"setup": i, **check.run(mode, args.replays)})
     print(json.dumps(report))
     return 0
 
