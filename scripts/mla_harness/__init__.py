@@ -6,9 +6,13 @@ Modules, one job each:
 - ``standin``: a small ModelRunner stand-in and the backends built on it.
 - ``batches``: forward batches and CUDA-graph-runner style padding.
 - ``launches``: counts Triton launches, device ops, syncs and allocations.
+- ``attention``: the backend's real forward up to the attention kernel, which
+  it records (the metadata a captured graph's kernel is given).
 - ``visible``: the metadata the attention kernel reads, and only that.
 - ``scenarios``: seeded scenario generation.
 - ``probe``: runs scenarios against one tree in its own process.
+- ``rebuild_check`` / ``consumer``: 0004's fused kernel; CUDA graphs of the
+  forward replayed with new batches (GPU).
 """
 
 import os as _os

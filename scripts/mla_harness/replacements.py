@@ -2,7 +2,8 @@
 
 The backend under test (``TRTLLMMLABackend``, ``TRTLLMMLAMultiStepDraftBackend``)
 and everything its metadata path calls run unmodified. Only what that path
-never calls is replaced, and only where it is absent:
+never calls is replaced (1-6, and only where absent), plus the attention
+kernel the metadata feeds, which is the output under test's consumer (7):
 
 1. ``SGLANG_IS_FLASHINFER_AVAILABLE=false`` (when ``flashinfer`` is not
    installed): keeps FlashInfer out of the import chain. The trtllm metadata
@@ -24,6 +25,12 @@ never calls is replaced, and only where it is absent:
 6. The attention tensor-parallel group: a single-process stand-in exposing
    ``world_size`` (the backend reads only the attention TP size); this is the
    state ``initialize_model_parallel`` would leave behind.
+7. Where a test runs the backend's forward (``attention.kernel_sink``): the
+   attention kernel itself, through ``_run_decode_kernel``, the backend's own
+   hook for swapping it (SGLang's Tokenspeed backend overrides it). The
+   trtllm-gen kernel needs SM100; the metadata under test is what the forward
+   hands that hook, which the replacement records (and, on GPU, feeds to a
+   reference paged MLA decode). Everything before the call runs unmodified.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """CUDA-graph buffer contract and metadata values, on each tree.
 
 A captured graph reads metadata through the addresses it saw at capture. So
-every metadata tensor must keep its ``data_ptr`` across replays, and after each
-replay hold the values for the new inputs. The expected values come from an
+every metadata tensor must keep its ``data_ptr`` across replays, and when the
+captured forward's kernel reads it after a replay call, hold the values for
+the new inputs. The expected values come from an
 independent oracle (``expected_block_prefix``: the first slot of each page of
 the request's ``req_to_token`` row), not from either tree.
 """

@@ -1,7 +1,8 @@
 """Base and patched trees give the attention kernel identical metadata.
 
 For every generated scenario and every path an EAGLE iteration drives (eager
-``init_forward_metadata``; CUDA-graph capture then replays with new inputs)
+``init_forward_metadata``; CUDA-graph capture then replays with new inputs,
+each followed by the captured forward's attention layers up to the kernel)
 the kernel-visible metadata of the patched tree equals the base tree's: the
 block-table prefix the kernel reads (pages covering its ``seq_lens``), those
 ``seq_lens`` themselves (``seq_lens_k`` in verify / draft extend) and
