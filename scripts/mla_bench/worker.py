@@ -115,7 +115,7 @@ class TreeBench:
     def iteration(self, context_len: int) -> list[dict]:
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-        from mla_harness import standin
+        from mla_harness import attention, standin
         from mla_harness.batches import (
             Batch,
             StaticInputs,
@@ -124,8 +124,6 @@ class TreeBench:
             verify_spec_info,
         )
         from mla_harness.replacements import cuda_factories_on_cpu
-
-        from mla_harness import attention
 
         c = self.cfg
         s = self.setup(context_len, c["cuda_graph_max_bs"])
@@ -169,7 +167,9 @@ class TreeBench:
                 gfb = attention.graph_batch(
                     ForwardMode.DECODE, bs, rpi, lens, draft_spec_info(), pool
                 )
-                forward_graphs["draft", bs] = self.forward_graph(b.draft.attn_backends, gfb, 1, [61])
+                forward_graphs["draft", bs] = self.forward_graph(
+                    b.draft.attn_backends, gfb, 1, [61]
+                )
                 rpi, lens = static_inputs["verify"].capture_inputs(bs)
                 b.target.init_forward_metadata_capture_cuda_graph(
                     bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, verify_spec

@@ -59,9 +59,9 @@ class Check:
         pages = setup.rows * (setup.context_len // setup.page_size) + 2
         gen = torch.Generator(device=device).manual_seed(seed)
         self.device = device
-        self.kv_cache = torch.randn(
-            pages, setup.page_size, 576, device=device, generator=gen
-        ).to(torch.bfloat16)
+        self.kv_cache = torch.randn(pages, setup.page_size, 576, device=device, generator=gen).to(
+            torch.bfloat16
+        )
         self.static_cls = StaticInputs
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
