@@ -61,8 +61,7 @@ class TreeBench:
         torch = self.torch
         if not self.cuda:
             return None
-        m = self.model
-        heads = m.num_attention_heads // m.attention_tp_size
+        heads = self.model.q_heads
         q = torch.zeros(fb.batch_size * q_len, heads * attention.KV_DIM, dtype=torch.bfloat16)
         q = q.to(self.device)
         with count_launches() as counts:
@@ -135,11 +134,7 @@ class TreeBench:
         extend_tokens = s.steps + 1 if c["extend_mode"] == "v1" else s.draft_tokens
         verify_spec = verify_spec_info(s.draft_tokens)
         static_inputs, forward_graphs = {}, {}
-        pool = attention.KVPool(
-            self.torch.zeros(s.page_size, 1, attention.KV_DIM, dtype=self.torch.bfloat16).to(
-                self.device
-            )
-        )
+        pool = attention.zero_kv_pool(s.page_size, self.device)
         with cuda_factories_on_cpu(self.cuda):
             b.draft.init_cuda_graph_state(s.max_bs, s.max_bs * s.topk)
             b.target.init_cuda_graph_state(s.max_bs, s.max_bs * s.draft_tokens)

@@ -42,6 +42,11 @@ class KVPool:
         return self.buffer
 
 
+def zero_kv_pool(page_size: int, device) -> KVPool:
+    """One page of zeros: enough where the kernel's output is not looked at."""
+    return KVPool(torch.zeros(page_size, 1, KV_DIM, dtype=torch.bfloat16, device=device))
+
+
 @contextlib.contextmanager
 def kernel_sink(backend, consume=None):
     """Replace ``backend._run_decode_kernel``; yields the list of its calls.
@@ -97,19 +102,26 @@ def attend(backend, fb, layer_, q: torch.Tensor):
     return fn(q, None, None, layer_, fb, save_kv_cache=False)
 
 
-def run_layers(backends, fb, q: torch.Tensor, layer_ids, heads: int, consume=None) -> list:
-    """A captured forward's attention layers, in order, on ``fb``; their outputs.
+def each_layer(backends, bs: int, layer_ids, heads: int):
+    """(backend, layer) for each attention layer a captured forward runs, in order.
 
     ``backends``: the multi-step draft's step backends, or one backend. Each
-    first gets the metadata that capturing ``fb.batch_size`` left it (a CUDA
-    graph keeps reading that; an eager re-run must be told).
+    first gets the metadata that capturing ``bs`` left it (a CUDA graph keeps
+    reading that object's buffers; an eager re-run must be told, as later
+    captures move the attribute on).
     """
-    outs = []
+    for backend in backends:
+        backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
+        for layer_id in layer_ids:
+            yield backend, layer(layer_id, heads)
+
+
+def run_layers(backends, fb, q: torch.Tensor, layer_ids, heads: int, consume=None) -> list:
+    """A captured forward's attention layers (``each_layer``) on ``fb``; their outputs."""
     with contextlib.ExitStack() as stack:
         for backend in backends:
             stack.enter_context(kernel_sink(backend, consume))
-        for backend in backends:
-            backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[fb.batch_size]
-            for layer_id in layer_ids:
-                outs.append(attend(backend, fb, layer(layer_id, heads), q))
-    return outs
+        return [
+            attend(backend, fb, layer_, q)
+            for backend, layer_ in each_layer(backends, fb.batch_size, layer_ids, heads)
+        ]

@@ -114,7 +114,7 @@ class Check:
         # one-layer draft model on its own backend; the target two layers.
         steps = list(backend.attn_backends) if mode == "draft" else [backend]
         layer_ids = [61] if mode == "draft" else [0, 1]
-        heads = s.model.num_attention_heads // s.model.attention_tp_size
+        heads = s.model.q_heads
         pool = attention.KVPool(self.kv_cache)
 
         def consume(query, kv, block_tables, kv_lens):

@@ -100,36 +100,41 @@ class Driver:
         return min(b for b in self.capture_bs if b >= raw_bs)
 
     def _graph_batch(self, mode, bs, rpi, lens, spec_info):
-        import torch
-
-        kv = torch.zeros(self.setup.page_size, 1, attention.KV_DIM, dtype=torch.bfloat16)
-        pool = attention.KVPool(kv.to(self.device))
+        pool = attention.zero_kv_pool(self.setup.page_size, self.device)
         return attention.graph_batch(mode, bs, rpi, lens, spec_info, pool)
 
-    def _graph_forward(self, backends, fb, q_len, layer_ids, metas):
+    def _graph_forward(self, backends, fb, q_len, layer_ids):
         """The captured forward's attention layers, in order, on ``fb``: launch
         counts per layer and what the kernel is given at each."""
         import torch
 
-        m = self.setup.model
-        heads = m.num_attention_heads // m.attention_tp_size
+        heads = self.setup.model.q_heads
         q = torch.zeros(fb.batch_size * q_len, heads * attention.KV_DIM, dtype=torch.bfloat16)
         q = q.to(self.device)
         counts, views = [], []
-        for backend, meta in zip(backends, metas, strict=True):
-            # What capturing bs's graph left as the backend's metadata (a real
-            # graph keeps reading that object's buffers; later captures move
-            # the attribute on).
-            backend.forward_decode_metadata = meta
-            for layer_id in layer_ids:
-                with attention.kernel_sink(backend) as calls:
-                    layer = attention.layer(layer_id, heads)
-                    counts.append(self._call(attention.attend, backend, fb, layer, q))
-                (call,) = calls
-                views.append(
-                    kernel_call_view(call, meta.max_seq_len_k, fb.batch_size, self.setup.page_size)
-                )
+        for backend, layer in attention.each_layer(backends, fb.batch_size, layer_ids, heads):
+            with attention.kernel_sink(backend) as calls:
+                counts.append(self._call(attention.attend, backend, fb, layer, q))
+            (call,) = calls
+            meta = backend.forward_decode_metadata
+            views.append(
+                kernel_call_view(call, meta.max_seq_len_k, fb.batch_size, self.setup.page_size)
+            )
         return counts, views
+
+    def _replay_record(self, batch, bs, counts, backends, graph_fb, q_len, layer_ids, static):
+        """One graph replay: the replay call's counts, then the captured forward's."""
+        metas = [b.decode_cuda_graph_metadata[bs] for b in backends]
+        forward_counts, views = self._graph_forward(backends, graph_fb, q_len, layer_ids)
+        return {
+            "bs": bs,
+            "raw_bs": batch.size,
+            "counts": counts,
+            "forward_counts": forward_counts,
+            "views": views,
+            "ptrs": [buffer_pointers(m) for m in metas],
+            "inputs": _inputs(static, bs),
+        }
 
     # -- multi-step draft ----------------------------------------------------
     def phase_draft_eager(self):
@@ -166,21 +171,11 @@ class Driver:
             bs = self._graph_bs(batch.size)
             fb = static.padded_draft_batch(self._fb(batch, self.mode.DECODE, draft_spec_info()), bs)
             counts = self._call(draft.init_forward_metadata_replay_cuda_graph, fb, bs)
-            metas = [b.decode_cuda_graph_metadata[bs] for b in draft.attn_backends]
             # Each draft step runs the draft model (one MTP layer) on its own backend.
-            forward_counts, views = self._graph_forward(
-                draft.attn_backends, graph_fbs[bs], 1, [DRAFT_LAYER], metas
-            )
             records.append(
-                {
-                    "bs": bs,
-                    "raw_bs": batch.size,
-                    "counts": counts,
-                    "forward_counts": forward_counts,
-                    "views": views,
-                    "ptrs": [buffer_pointers(m) for m in metas],
-                    "inputs": _inputs(static, bs),
-                }
+                self._replay_record(
+                    batch, bs, counts, draft.attn_backends, graph_fbs[bs], 1, [DRAFT_LAYER], static
+                )
             )
         return records
 
@@ -234,20 +229,17 @@ class Driver:
                 spec_info,
                 seq_lens_cpu=static.seq_lens_cpu[:rows],
             )
-            meta = backend.decode_cuda_graph_metadata[bs]
-            forward_counts, views = self._graph_forward(
-                [backend], graph_fbs[bs], tokens_per_bs, TARGET_LAYERS, [meta]
-            )
             records.append(
-                {
-                    "bs": bs,
-                    "raw_bs": batch.size,
-                    "counts": counts,
-                    "forward_counts": forward_counts,
-                    "views": views,
-                    "ptrs": [buffer_pointers(meta)],
-                    "inputs": _inputs(static, bs),
-                }
+                self._replay_record(
+                    batch,
+                    bs,
+                    counts,
+                    [backend],
+                    graph_fbs[bs],
+                    tokens_per_bs,
+                    TARGET_LAYERS,
+                    static,
+                )
             )
         return records
 

@@ -26,6 +26,11 @@ class MLAModel:
     qk_rope_head_dim: int = 64
     v_head_dim: int = 128
 
+    @property
+    def q_heads(self) -> int:
+        """Query heads per attention-TP rank (RadixAttention.tp_q_head_num)."""
+        return self.num_attention_heads // self.attention_tp_size
+
 
 @dataclass(frozen=True)
 class Setup:
