@@ -1,4 +1,4 @@
-"""Checks of 0004's fused CUDA-graph metadata rebuild, run inside one tree.
+"""Checks of 0007's fused CUDA-graph metadata rebuild, run inside one tree.
 
 ``python -m mla_harness.rebuild_check --tree DIR [--cases N]`` prints JSON:
 
@@ -83,19 +83,8 @@ def check_kernel(cases: int, device: str) -> dict:
 
 
 def _fill(mod, pool, rpi, lens, offset, seq_lens_k, table, page, fill_tail):
-    mod.fill_block_kv_indices_kernel[(table.shape[0],)](
-        pool,
-        rpi,
-        lens,
-        offset,
-        seq_lens_k,
-        table,
-        table.stride(0),
-        pool.stride(0),
-        PAGED_SIZE=page,
-        WRITE_SEQ_LENS_K=seq_lens_k is not None,
-        FILL_TAIL=fill_tail,
-    )
+    """The patched tree's own launcher (grid and constexprs as the backend uses them)."""
+    mod._fill_block_kv_indices(pool, page, rpi, lens, offset, seq_lens_k, table, fill_tail)
 
 
 def _recompiles(mod, rng, device, fill_tail):

@@ -1,4 +1,4 @@
-"""0004: the fused block-table kernel, against the unfused paths it replaces.
+"""0007: the fused block-table kernel, against the unfused paths it replaces.
 
 ``mla_harness.rebuild_check`` runs inside the patched tree (the base has no
 such kernel): for CUDA-graph metadata (seq_lens_k + block table) and for the

@@ -62,5 +62,8 @@ def test_eager_metadata_matches_oracle(results, plan, tree, phase):
             want = expected_block_prefix(out["req_to_token"], batch["req_pool_indices"], lens, page)
             for view in call["views"]:
                 assert np.array_equal(view["seq_lens"], lens)
+                if tree == "base" and phase == "extend_v1_eager":
+                    continue  # v0.5.12 sizes this table by max(seq_lens): see test_fix_patches
+                assert view["max_seq_len_k"] == lens.max(), f"{scenario['name']} {phase}"
                 for got, exp in zip(view["block_prefix"], want, strict=True):
                     assert np.array_equal(got, exp), f"{scenario['name']} {phase}"

@@ -98,15 +98,18 @@ def _states(results, plan, tree, phase):
     "phase", ["draft_graph", "verify_graph", "extend_v1_graph", "decode_graph"]
 )
 def test_graph_state_is_one_block_table(results, plan, tree, phase):
-    """0003: init_cuda_graph_state allocates the block table and nothing else;
-    the multi-step draft's steps share one."""
+    """0006: init_cuda_graph_state allocates the block table and the (max_bs,)
+    int32 seq_lens_k buffer (0005) per backend, nothing else; the multi-step
+    draft's steps (steps - 1 backends) share one block table."""
     for setup, state in _states(results, plan, tree, phase):
-        assert state["state"]["alloc_bytes"] == _block_table_bytes(setup)
+        backends = setup["steps"] - 1 if phase == "draft_graph" else 1
+        seq_lens_k_bytes = backends * setup["max_bs"] * INT32
+        assert state["state"]["alloc_bytes"] == _block_table_bytes(setup) + seq_lens_k_bytes
 
 
 @pytest.mark.parametrize("tree", ON_BOTH)
 def test_draft_steps_share_one_block_table(results, plan, tree):
-    """0003: every step's captured graph reads the same block table."""
+    """0006: every step's captured graph reads the same block table."""
     for _, state in _states(results, plan, tree, "draft_graph"):
         for per_step in state["capture_ptrs"].values():
             assert len({p["block_kv_indices"] for p in per_step}) == 1
@@ -114,7 +117,7 @@ def test_draft_steps_share_one_block_table(results, plan, tree):
 
 @pytest.mark.parametrize("tree", ON_BOTH)
 def test_draft_metadata_is_one_launch_per_iteration(results, plan, tree):
-    """0003: the shared table is refreshed once per draft iteration (graph
+    """0006: the shared table is refreshed once per draft iteration (graph
     replay), and built once (fill + kernel) on the eager path."""
     for _, call in _each(results, plan, tree, "draft_graph"):
         assert _launches(call) == 1
@@ -125,7 +128,7 @@ def test_draft_metadata_is_one_launch_per_iteration(results, plan, tree):
 @pytest.mark.parametrize("tree", ON_BOTH)
 @pytest.mark.parametrize("phase", ["extend_v1_eager", "extend_v2_eager"])
 def test_eager_draft_extend_skips_unread_cu_seqlens_q(results, plan, tree, phase):
-    """0003: forward_extend pads with its own cumsum; metadata.cu_seqlens_q is unread."""
+    """0006: forward_extend pads with its own cumsum; metadata.cu_seqlens_q is unread."""
     for _, call in _each(results, plan, tree, phase):
         assert not {"cumsum", "constant_pad_nd"} & set(call["counts"]["torch"])
 
@@ -136,7 +139,7 @@ GRAPH_PHASES = ["draft_graph", "decode_graph", "verify_graph", "extend_v1_graph"
 @pytest.mark.parametrize("tree", ON_BOTH)
 @pytest.mark.parametrize("phase", GRAPH_PHASES)
 def test_replay_launches_nothing(results, plan, tree, phase):
-    """0004: init_forward_metadata_replay_cuda_graph leaves the host idle."""
+    """0007: init_forward_metadata_replay_cuda_graph leaves the host idle."""
     for _, call in _each(results, plan, tree, phase):
         assert call["counts"]["launches"] == 0
         assert call["counts"]["allocs"] == 0
@@ -146,7 +149,7 @@ def test_replay_launches_nothing(results, plan, tree, phase):
 @pytest.mark.parametrize("tree", ON_BOTH)
 @pytest.mark.parametrize("phase", GRAPH_PHASES)
 def test_captured_forward_rebuilds_once(results, plan, tree, phase):
-    """0004: the captured forward rebuilds seq_lens_k and the block table in
+    """0007: the captured forward rebuilds seq_lens_k and the block table in
     one fused launch at its first attention layer (the first draft step's, for
     the shared draft table), and no later layer or step launches anything."""
     for _, call in _each(results, plan, tree, phase):
@@ -158,7 +161,7 @@ def test_captured_forward_rebuilds_once(results, plan, tree, phase):
 
 @pytest.mark.parametrize("tree", ON_BOTH)
 def test_draft_eager_is_one_launch(results, plan, tree):
-    """0004: the eager table is filled, -1 past the valid pages included, in
+    """0007: the eager table is filled, -1 past the valid pages included, in
     one launch (no torch.full before the kernel)."""
     for _, call in _each(results, plan, tree, "draft_eager"):
         assert call["counts"]["launches"] == 1

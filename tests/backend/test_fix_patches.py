@@ -1,0 +1,117 @@
+"""The series' fix patches, read where the attention kernel reads them.
+
+``mla_harness.mode_checks`` runs hand-written cases on each tree in a process of
+its own (on a GPU with real CUDA graphs and more replays). Every test asserts
+what the kernel is given and what it computes from it against an independent
+oracle (attention over the request's ``req_to_token`` row up to each token's
+own position). Where v0.5.12 has the bug a fix patch removes, the base half is
+a strict xfail; which cases those are follows from the case itself (the rules
+below), not from either tree's output. Elsewhere the base must pass too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mla_harness import subprocess_env
+from mla_harness.mode_checks import CAPTURE_MODES, CASES
+
+BASE_BUG = pytest.mark.xfail(strict=True, reason="v0.5.12 has the bug this fix patch removes")
+
+
+@pytest.fixture(scope="module")
+def fix_results(trees, device, request):
+    replays = 200 if device == "cuda" else 6
+    out = {}
+    for name, tree in trees.items():
+        cmd = [sys.executable, "-m", "mla_harness.mode_checks", "--tree", str(tree)]
+        cmd += ["--device", device, "--replays", str(replays)]
+        proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _misread_query_on_base(case, graph_state: bool) -> bool:
+    """v0.5.12's eager draft extend gives the kernel another token's query when
+    the lengths are uneven and either their total divides by the batch size
+    (it views q as if uniform) or the CUDA-graph state exists (it pads into a
+    strided slice of padded_q_buffer)."""
+    uneven = len(set(case.extend_lens)) > 1
+    divisible = sum(case.extend_lens) % len(case.extend_lens) == 0
+    return uneven and (divisible or graph_state)
+
+
+def _short_table_on_base(case) -> bool:
+    """v0.5.12 sizes the eager draft-extend table and max_seq_len_k by
+    max(seq_lens), but rows span seq_len - extend_len + max(extend_len)."""
+    spans = [s - e + max(case.extend_lens) for s, e in zip(case.seq_lens, case.extend_lens)]
+    return max(spans) > max(case.seq_lens)
+
+
+def _params(base_fails):
+    for name, case in CASES.items():
+        for graph_state in (False, True):
+            for tree in ("base", "patched"):
+                marks = [BASE_BUG] if tree == "base" and base_fails(case, graph_state) else []
+                state = "graph-state" if graph_state else "no-graph-state"
+                yield pytest.param(tree, name, graph_state, marks=marks, id=f"{tree}-{name}-{state}")
+
+
+def _record(fix_results, tree, name, graph_state):
+    (record,) = [
+        r
+        for r in fix_results[tree]["eager_draft_extend"]
+        if r["case"] == name and r["graph_state"] == graph_state
+    ]
+    assert "error" not in record, record["error"]
+    return record
+
+
+@pytest.mark.parametrize("tree,name,graph_state", _params(_misread_query_on_base))
+def test_eager_draft_extend_query(fix_results, tree, name, graph_state):
+    """0003: each token reaches the kernel as its own request's query row, at its
+    own position, and the output equals the oracle, for every eager batch."""
+    record = _record(fix_results, tree, name, graph_state)
+    case = CASES[name]
+    assert record["query_shape"][:2] == [len(case.seq_lens), max(case.extend_lens)]
+    assert record["wrong_query_tokens"] == []
+    assert record["max_rel_err"] < 1e-9
+
+
+@pytest.mark.parametrize(
+    "tree,name,graph_state", _params(lambda case, _: _short_table_on_base(case))
+)
+def test_eager_draft_extend_table_covers_rows(fix_results, tree, name, graph_state):
+    """0004: the eager draft-extend block table holds every page a row's
+    seq_lens_k spans, and max_seq_len_k is the largest seq_lens_k."""
+    record = _record(fix_results, tree, name, graph_state)
+    case = CASES[name]
+    spans = [s - e + max(case.extend_lens) for s, e in zip(case.seq_lens, case.extend_lens)]
+    assert record["seq_lens_k"] == spans
+    assert max(record["pages_needed"]) <= record["table_width"]
+    assert record["max_seq_len_k"] == max(spans)
+
+
+@pytest.mark.parametrize(
+    "tree,mode",
+    [
+        pytest.param(tree, mode, marks=[BASE_BUG] if tree == "base" and mode != "decode" else [])
+        for mode in CAPTURE_MODES
+        for tree in ("base", "patched")
+    ],
+)
+def test_batch_size_captured_twice(fix_results, tree, mode):
+    """0005: with a batch size captured twice on one backend (LoRA and no-LoRA
+    graphs), both graphs read every replay's lengths from memory the backend
+    owns. Decode reads the batch's own seq_lens, so v0.5.12 passes there; verify
+    and draft extend read seq_lens_k, which v0.5.12 allocated per capture."""
+    (record,) = [r for r in fix_results[tree]["double_capture"] if r["mode"] == mode]
+    assert record["compared"] >= record["replays"]
+    assert record["foreign_buffers"] == []
+    assert record["max_rel_err"] < 1e-9
+    assert record["sentinels_clobbered"] == 0
