@@ -53,6 +53,12 @@ class Case:
     extend_lens: tuple[int, ...]
     note: str
 
+    @property
+    def kv_lens(self) -> list[int]:
+        """What each padded row spans: seq_len - extend_len + max(extend_lens)."""
+        top = max(self.extend_lens)
+        return [s - e + top for s, e in zip(self.seq_lens, self.extend_lens, strict=True)]
+
 
 CASES = {
     "uneven": Case((100, 137, 174), (1, 2, 2), "5 tokens over 3 requests: padded"),
@@ -220,9 +226,7 @@ def double_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
     static = StaticInputs(s.max_bs, backend.get_cuda_graph_seq_len_fill_value(), env.device)
     with replacements.cuda_factories_on_cpu(use_cuda):
         backend.init_cuda_graph_state(s.max_bs, s.max_bs * q_len)
-    owned = {
-        v.untyped_storage().data_ptr() for v in vars(backend).values() if torch.is_tensor(v)
-    }
+    owned = {v.untyped_storage().data_ptr() for v in vars(backend).values() if torch.is_tensor(v)}
     graphs, foreign = {}, []
     for bs in range(s.max_bs, 0, -1):  # CudaGraphRunner captures the largest first
         for variant in ("lora", "nolora"):
