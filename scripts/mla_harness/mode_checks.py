@@ -98,9 +98,9 @@ class Env:
         gen = torch.Generator().manual_seed(seed)
         kv = torch.randn(pages, s.page_size, 576, generator=gen).to(torch.bfloat16)
         self.kv_cache = kv.to(device)
-        self.kv_flat = kv.view(-1, 576).double()  # oracle copy, on the host
+        self.kv_flat = self.kv_cache.view(-1, 576).double()  # the oracle's copy
         self.pool = KVPool(self.kv_cache)
-        self.req_to_token = self.backends.runner.req_to_token_pool.req_to_token.cpu()
+        self.req_to_token = self.backends.runner.req_to_token_pool.req_to_token.clone()
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         self.mode = ForwardMode
@@ -115,7 +115,7 @@ class Env:
         torch = self.torch
         slots = self.req_to_token[row, : position + 1].long()
         kv = self.kv_flat[slots]  # (L, 576)
-        scores = torch.einsum("hd,kd->hk", q_tok.double().cpu(), kv) * SCALE
+        scores = torch.einsum("hd,kd->hk", q_tok.double(), kv) * SCALE
         return scores.softmax(-1) @ kv[:, :512]
 
     def consumer(self, record: list):
@@ -139,7 +139,7 @@ class Env:
 
 
 def _max_err(got, want) -> float:
-    return float(((got.double().cpu() - want).norm() / want.norm()).item())
+    return float(((got.double() - want).norm() / want.norm()).item())
 
 
 def eager_draft_extend(env: Env, name: str, case: Case, graph_state: bool) -> dict:

@@ -31,6 +31,11 @@ kernel the metadata feeds, which is the output under test's consumer (7):
    trtllm-gen kernel needs SM100; the metadata under test is what the forward
    hands that hook, which the replacement records (and, on GPU, feeds to a
    reference paged MLA decode). Everything before the call runs unmodified.
+8. On CUDA without ``sgl_kernel``: the custom-op schemas SGLang registers
+   fake (meta) kernels for at import (``sgl_kernel::moe_fused_gate`` in
+   ``layers/moe/topk.py``, reached by importing ``cuda_graph_runner`` for its
+   ``patch_model``) are defined, so those registrations succeed. The ops have
+   no implementation: calling one fails (none is on the path under test).
 """
 
 from __future__ import annotations
@@ -68,6 +73,31 @@ def prepare_environment(use_cuda: bool) -> None:
     ]
     if absent:
         sys.meta_path.insert(0, _AbsentFinder(absent))
+    if use_cuda and "sgl_kernel" in absent:
+        _define_fake_registered_ops()
+
+
+# Replacement 8: (op, schema) of every sgl_kernel op SGLang registers a fake
+# kernel for when it imports the modules the harness uses.
+FAKE_REGISTERED_OPS = (
+    (
+        "moe_fused_gate",
+        "(Tensor input_tensor, Tensor bias, int num_expert_group, int topk_group, int topk,"
+        " int num_fused_shared_experts=0, float routed_scaling_factor=0,"
+        " bool apply_routed_scaling_factor_on_output=False) -> Tensor[]",
+    ),
+)
+_op_libraries: list = []  # a torch.library.Library drops its ops when collected
+
+
+def _define_fake_registered_ops() -> None:
+    """Replacement 8: schemas only; no kernel is registered for any backend."""
+    import torch
+
+    library = torch.library.Library("sgl_kernel", "FRAGMENT")
+    for name, schema in FAKE_REGISTERED_OPS:
+        library.define(name + schema)
+    _op_libraries.append(library)
 
 
 class _AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

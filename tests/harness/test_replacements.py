@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -45,3 +46,31 @@ def test_inert_flashinfer_wrapper_refuses_use():
     wrapper = InertWrapper("workspace", "NHD", backend="auto")
     with pytest.raises(AssertionError, match="used by the trtllm path"):
         wrapper.plan()
+
+
+OPS_CHILD = """
+from mla_harness import replacements
+replacements.prepare_environment(use_cuda=True)
+import torch
+op = torch.ops.sgl_kernel.moe_fused_gate
+@torch.library.register_fake("sgl_kernel::moe_fused_gate")
+def _fake(input_tensor, bias, num_expert_group, topk_group, topk, num_fused_shared_experts=0,
+          routed_scaling_factor=0, apply_routed_scaling_factor_on_output=False):
+    return []
+try:
+    op(torch.zeros(1), torch.zeros(1), 1, 1, 1)
+except NotImplementedError:
+    print("ok")
+"""
+
+
+def test_fake_registered_ops_have_no_kernel():
+    """Replacement 8: SGLang's register_fake for sgl_kernel ops succeeds without
+    sgl_kernel, and the op itself cannot run."""
+    if importlib.util.find_spec("sgl_kernel") is not None:
+        pytest.skip("sgl_kernel is installed")
+    proc = subprocess.run(
+        [sys.executable, "-c", OPS_CHILD], env=subprocess_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
