@@ -11,8 +11,8 @@ from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError
 from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
-from sglpatch.pin import load_pin
-from sglpatch.queue import BRANCH, open_build_tree, require_current
+from sglpatch.pin import Pin, load_pin
+from sglpatch.queue import BRANCH, open_build_tree, require_built_from, require_current
 from sglpatch.stamp import Stamp
 
 # Settings that could change format-patch output, pinned to git's defaults.
@@ -101,22 +101,56 @@ def _format_options() -> list[str]:
 
 
 def export_series(layout: Layout) -> list[str]:
-    """Rewrite the patch files and series from the build tree; return the names."""
+    """Rewrite the patch files and series from the build tree; return the names.
+
+    Refuses unless the tree was built from patches/ as it is (so every file it
+    replaces or removes is one the tree holds) and is at rest on ``patched``.
+    """
+    pin = load_pin(layout.pin_file)
+    listed = series_mod.load(layout.patches)
+    require_built_from(layout, ": exporting would overwrite that change")
+    _refuse_unfinished(layout, pin)
     patches = render(layout)
     _refuse_partial(layout, len(patches))
     directory = layout.patches
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in patches.items():
         _write_if_changed(directory / name, data)
-    for stale in sorted(directory.glob("*.patch")):
+    for stale in listed.paths:
         if stale.name not in patches:
             stale.unlink()
-            note(f"removed {stale.name}")
+            note(f"removed {stale.name} (its commit is gone from {layout.sglang})")
     if [e.name for e in series_mod.read_entries(directory)] != list(patches):
         series_mod.write(directory, list(patches))
     _restamp(layout)
     note(f"exported {len(patches)} patch(es) to {directory}")
     return list(patches)
+
+
+def _refuse_unfinished(layout: Layout, pin: Pin) -> None:
+    """Refuse a tree with work export would not see: uncommitted, mid-rebase, off-branch."""
+    git = open_build_tree(layout, pin)
+    busy = git.busy()
+    if busy:
+        raise UserError(
+            f"{layout.sglang} is in the middle of {busy.what}: {busy.advice()}, then export"
+        )
+    dirty = git.dirty_paths()
+    if dirty:
+        more = f" and {len(dirty) - 3} more" if len(dirty) > 3 else ""
+        raise UserError(
+            f"{layout.sglang} has uncommitted changes to {', '.join(dirty[:3])}{more}:"
+            " commit them (`git commit`, or `git commit --amend` to fold them into the"
+            " last patch) or `git stash` them, then export"
+        )
+    head = git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.decode().strip()
+    if head != f"refs/heads/{BRANCH}":
+        where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
+        raise UserError(
+            f"{layout.sglang} is on {where}, not on {BRANCH}, which export reads: bring"
+            f" the work onto {BRANCH} (`git switch {BRANCH}`, then `git cherry-pick` or"
+            " `git reset`), then export"
+        )
 
 
 def _refuse_partial(layout: Layout, count: int) -> None:

@@ -238,6 +238,8 @@ def test_rebasing_a_failed_patch_then_export(workspace: Workspace, raw_patches: 
     for name in names:  # what the message says to do, with the original patch
         patch = raw_patches / name
         assert run(["git", "am", "-3", str(patch)], cwd=workspace.tree).returncode == 0
+        if name == names[0]:  # apply meanwhile leaves that work alone, and says so
+            assert "patches unchanged, tree left as is" in workspace.ok("apply").stderr
     workspace.ok("export")
     assert len(list(workspace.patches.glob("*.patch"))) == 3
     assert "up to date" in workspace.ok("apply").stderr

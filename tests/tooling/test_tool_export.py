@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from sgltest import TARGET, Workspace, commit_all, edit_target, git, write_series
+from sgltest import (
+    TARGET,
+    Workspace,
+    commit_all,
+    edit_target,
+    git,
+    one_error_line,
+    run,
+    write_series,
+)
 
 
 def _patch_bytes(directory: Path) -> dict[str, bytes]:
@@ -59,15 +69,92 @@ def test_raw_patches_survive_the_round_trip(workspace, raw_patches, canonical_pa
     assert workspace.head() == raw_head
 
 
-def test_export_removes_stale_patches_only(workspace: Workspace, canonical_patches: Path):
-    workspace.use_patches(canonical_patches)
+def test_export_removes_the_patch_of_a_dropped_commit(workspace, canonical_patches):
+    names = workspace.use_patches(canonical_patches)
     workspace.ok("apply")
     (workspace.patches / "README.md").write_text("notes")
-    (workspace.patches / "0009-old.patch").write_text("stale")
-    workspace.ok("export")
-    assert not (workspace.patches / "0009-old.patch").exists()
+    git(workspace.tree, "reset", "-q", "--hard", "HEAD~1")
+    assert f"removed {names[2]}" in workspace.ok("export").stderr
+    assert _entries(workspace.patches) == names[:2]
+    assert not (workspace.patches / names[2]).exists()
     assert (workspace.patches / "README.md").read_text() == "notes"
     assert (workspace.patches / "base.toml").exists()
+
+
+def _all_bytes(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.mark.bad_input
+def test_export_refuses_an_unlisted_patch_file(workspace: Workspace, canonical_patches: Path):
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    (workspace.patches / "0009-old.patch").write_text("not listed, maybe mine")
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert "0009-old.patch is in" in error and "not listed in series" in error
+    assert _all_bytes(workspace.patches) == before
+
+
+@pytest.mark.bad_input
+def test_export_refuses_a_patch_added_by_hand(workspace: Workspace, canonical_patches: Path):
+    """patches/ gained a patch (listed in series) that build/sglang never saw, and the
+    tree has a commit of its own: apply and export both refuse, nothing is lost."""
+    names = workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    edit_target(workspace.tree, "import logging\n", "import logging  # tree work\n")
+    commit_all(workspace.tree, "Eve <eve@example.com>", "[perf] Tree work", "2026-07-01T00:00Z")
+    head = workspace.head()
+    extra = (canonical_patches / names[2]).read_text().replace("note module", "hand note")
+    (workspace.patches / "0004-x.patch").write_text(extra)
+    write_series(workspace.patches, [*names, "0004-x.patch"])
+    before = _all_bytes(workspace.patches)
+    advice = one_error_line(workspace.tool("apply"))
+    assert "1 commit(s) not in patches/" in advice and "git stash -- patches" in advice
+    error = one_error_line(workspace.tool("export"))
+    assert "was not built from" in error and "would overwrite that change" in error
+    assert _all_bytes(workspace.patches) == before
+    assert workspace.head() == head
+
+
+@pytest.mark.bad_input
+def test_export_refuses_a_hand_edited_patch(workspace: Workspace, canonical_patches: Path):
+    names = workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    patch = workspace.patches / names[1]
+    patch.write_text(patch.read_text().replace("Add a helper", "Add a better helper", 1))
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert "make apply" in error and "would overwrite that change" in error
+    assert _all_bytes(workspace.patches) == before
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("case", ["uncommitted", "rebase", "am", "other-branch"])
+def test_export_refuses_unfinished_work(workspace: Workspace, canonical_patches: Path, case):
+    names = workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    tree = workspace.tree
+    if case == "uncommitted":
+        edit_target(tree, "import logging\n", "import logging  # not committed\n")
+        expected = [f"uncommitted changes to {TARGET}", "git commit --amend"]
+    elif case == "rebase":
+        env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/"}
+        assert run(["git", "rebase", "-q", "-i", "base/v0.5.12"], cwd=tree, env=env).returncode == 0
+        expected = ["in the middle of a rebase", "git rebase --continue"]
+    elif case == "am":
+        patch = canonical_patches / names[0]
+        assert run(["git", "am", "-q", str(patch)], cwd=tree).returncode != 0
+        expected = ["in the middle of a git am", "git am --abort"]
+    else:
+        git(tree, "switch", "-q", "-c", "other")
+        edit_target(tree, "import logging\n", "import logging  # other\n")
+        commit_all(tree, "Eve <eve@example.com>", "[perf] Other", "2026-07-01T00:00Z")
+        expected = ["is on branch other, not on patched", "git switch patched"]
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert all(text in error for text in expected), error
+    assert _all_bytes(workspace.patches) == before
 
 
 def test_export_picks_up_new_commits(workspace: Workspace, canonical_patches: Path):
@@ -98,6 +185,7 @@ def _failed(workspace: Workspace) -> str:
     return proc.stderr
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("case", ["missing", "unlisted", "duplicate"])
 def test_check_patches_finds_series_problems(workspace, canonical_patches, case):
     names = workspace.use_patches(canonical_patches)
@@ -114,6 +202,7 @@ def test_check_patches_finds_series_problems(workspace, canonical_patches, case)
     assert expected in _failed(workspace)
 
 
+@pytest.mark.bad_input
 def test_check_patches_finds_a_patch_that_is_not_canonical(workspace, raw_patches):
     names = workspace.use_patches(raw_patches)
     workspace.ok("apply")
@@ -122,6 +211,7 @@ def test_check_patches_finds_a_patch_that_is_not_canonical(workspace, raw_patche
     assert "make apply export" in err
 
 
+@pytest.mark.bad_input
 def test_check_patches_finds_unexported_commits(workspace, canonical_patches):
     workspace.use_patches(canonical_patches)
     workspace.ok("apply")
@@ -130,6 +220,7 @@ def test_check_patches_finds_unexported_commits(workspace, canonical_patches):
     assert "0004-perf-New-work.patch: a fresh export adds it" in _failed(workspace)
 
 
+@pytest.mark.bad_input
 def test_check_patches_needs_a_current_build(workspace, canonical_patches):
     names = workspace.use_patches(canonical_patches)
     workspace.ok("apply")

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 from sgltest import (
+    TARGET,
     Gate,
     Workspace,
     commit_all,
+    edit_target,
     git,
     interrupt,
     one_error_line,
+    run,
     wait_until,
 )
 
@@ -48,6 +51,82 @@ def _assert_complete(space: Workspace) -> None:
         "cache",
         "sglang",
     ]
+
+
+@pytest.mark.parametrize(
+    "hook, signum",
+    [
+        ("pre-applypatch", signal.SIGINT),
+        ("pre-applypatch", signal.SIGTERM),
+        ("pre-applypatch", signal.SIGHUP),
+        ("pre-applypatch", signal.SIGKILL),
+        ("post-applypatch", signal.SIGKILL),
+    ],
+    ids=["sigint-in-am", "sigterm-in-am", "sighup-in-am", "sigkill-in-am", "sigkill-after-commit"],
+)
+def test_interrupted_apply_recovers(rebuilding: Workspace, tmp_path: Path, hook, signum):
+    """Stopped inside git am of the second patch (patch applied, not yet committed;
+    or committed, not yet recorded): export refuses, the next apply rebuilds."""
+    space = rebuilding
+    gate = Gate.create(tmp_path / "gate")
+    gate.hook(space.tree, hook)
+    gate.arm(2)
+    running = space.start("apply")
+    gate.wait_inside(running)
+    interrupt(running, signum)
+    code = running.wait()
+    gate.release()
+    if signum == signal.SIGKILL:
+        assert code == -signal.SIGKILL
+    else:
+        assert code == 128 + signum, running.output()
+        assert f"sglpatch: interrupted by {signum.name}" in running.output()
+        assert "Traceback" not in running.output()
+    before = _patch_bytes(space)
+    error = one_error_line(space.tool("export"))
+    assert "was interrupted" in error and "make apply" in error
+    assert _patch_bytes(space) == before
+    assert "was interrupted: rebuilding" in space.ok("apply").stderr
+    _assert_complete(space)
+    space.ok("export")
+    assert _patch_bytes(space) == before
+    space.ok("check-patches")
+
+
+def test_work_after_an_interrupted_apply_is_kept(rebuilding: Workspace, tmp_path: Path):
+    """A commit or an edit made in the tree after an interrupt is the user's: refused."""
+    space = rebuilding
+    gate = Gate.create(tmp_path / "gate")
+    gate.hook(space.tree, "pre-applypatch")
+    gate.arm(2)
+    running = space.start("apply")
+    gate.wait_inside(running)
+    interrupt(running, signal.SIGKILL)
+    running.wait()
+    gate.release()
+    tree = space.tree
+    assert run(["git", "am", "--abort"], cwd=tree).returncode == 0
+    (tree / "python/sglang/README.local").write_text("untracked, mine\n")
+    edit_target(tree, "import logging\n", "import logging  # mine\n")
+    commit_all(tree, "Dev <dev@example.com>", "My work", "2026-07-01T00:00Z")
+    mine = git(tree, "rev-parse", "HEAD")
+    error = one_error_line(space.tool("apply"))
+    assert "1 commit(s) of its own" in error and "interrupted" in error
+    assert git(tree, "rev-parse", "HEAD") == mine
+    other = tree / "python/sglang/version.py"
+    other.write_text(other.read_text() + "# mine too\n")
+    git(tree, "switch", "-q", "-c", "mine")
+    git(tree, "switch", "-q", "patched")  # the commit is safe on its branch now
+    git(tree, "reset", "-q", "HEAD~1")
+    git(tree, "checkout", "-q", "--", TARGET)
+    error = one_error_line(space.tool("apply"))
+    assert "uncommitted changes to python/sglang/version.py" in error
+    assert "# mine too" in other.read_text()
+    git(tree, "stash", "-q")
+    space.ok("apply")
+    assert git(tree, "rev-parse", "mine") == mine
+    assert "# mine too" in git(tree, "stash", "show", "-p")
+    assert (tree / "python/sglang/README.local").read_text() == "untracked, mine\n"
 
 
 def test_concurrent_applies_wait_for_each_other(rebuilding: Workspace, tmp_path: Path):
@@ -156,3 +235,15 @@ def test_killed_fresh_build_is_swept_by_the_next_run(workspace: Workspace, tmp_p
     ]
     assert not download.exists()
     assert (workspace.build / "cache" / "mine.txt").read_text() == "kept"
+
+
+def test_base_worktree_left_half_made_by_a_kill(workspace: Workspace):
+    """A kill inside `git worktree add` leaves build/base registered and locked, its
+    folder partly written or gone: the next apply makes it again."""
+    workspace.ok("apply")
+    registered = workspace.tree / ".git" / "worktrees" / "base"
+    (registered / "locked").write_text("initializing\n")
+    shutil.rmtree(workspace.build / "base")
+    assert "up to date" in workspace.ok("apply").stderr
+    assert git(workspace.build / "base", "status", "--porcelain") == ""
+    assert (workspace.build / "base" / TARGET).is_file()
