@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sglpatch import roundtrip
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
@@ -79,18 +80,31 @@ def slug(subject: str) -> str:
 
 
 def render(layout: Layout) -> dict[str, bytes]:
-    """File name -> bytes of each patch between the base tag and ``patched``."""
+    """File name -> bytes of each patch between the base tag and ``patched``.
+
+    Refuses a commit that ``git am`` would not read back as itself.
+    """
     pin = load_pin(layout.pin_file)
     git = open_build_tree(layout, pin)
     span = f"{pin.base_tag}..refs/heads/{BRANCH}"
     if git.out("rev-list", "--merges", span):
         raise UserError(f"{layout.sglang}: branch {BRANCH} has merge commits; rebase them away")
     patches: dict[str, bytes] = {}
+    refused: list[str] = []
     commits = git.out("rev-list", "--reverse", "--topo-order", span).split()
     for number, commit in enumerate(commits, 1):
         subject = git.out("log", "-1", "--format=%s", commit)
         name = f"{number:04d}-{slug(subject)}.patch"
         patches[name] = git.run(*_format_options(), "-1", commit).stdout
+        reason = roundtrip.why_not(git, commit, patches[name])
+        if reason:
+            refused.append(f"commit {commit[:12]} ({subject!r}): {reason}")
+    if refused:
+        raise UserError(
+            f"{len(refused)} commit(s) of {layout.sglang} would not survive export and apply:"
+            f" {'; '.join(refused)}; reword or fix them there (`git rebase -i"
+            f" {pin.base_tag}`), then export"
+        )
     return patches
 
 
@@ -104,7 +118,8 @@ def export_series(layout: Layout) -> list[str]:
     """Rewrite the patch files and series from the build tree; return the names.
 
     Refuses unless the tree was built from patches/ as it is (so every file it
-    replaces or removes is one the tree holds) and is at rest on ``patched``.
+    replaces or removes is one the tree holds), is at rest on ``patched``, and
+    every commit survives ``git am``.
     """
     pin = load_pin(layout.pin_file)
     listed = series_mod.load(layout.patches)

@@ -157,6 +157,90 @@ def test_export_refuses_unfinished_work(workspace: Workspace, canonical_patches:
     assert _all_bytes(workspace.patches) == before
 
 
+def _commit_message(tree: Path, message: str, author: str = "Eve <eve@example.com>") -> str:
+    with (tree / "python/sglang/sglpatch_round_trip.txt").open("a") as handle:
+        handle.write(message)
+    name, email = author.split(" <")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+        "GIT_AUTHOR_DATE": "2026-07-01T12:00:00+02:00",
+    }
+    assert run(["git", "add", "-A"], cwd=tree).returncode == 0
+    proc = run(["git", "commit", "-q", "--cleanup=verbatim", "-m", message], cwd=tree, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return git(tree, "rev-parse", "HEAD")
+
+
+_UNREADABLE = {
+    "re-subject": (
+        "Re: [PATCH v2] Tune the fill\n",
+        "would read its subject back as 'Tune the fill'",
+    ),
+    "dashes-in-body": (
+        "[perf] Tune the fill\n\nWhy:\n---\nthis part would be lost\n",
+        "would cut or reflow its message",
+    ),
+    "empty": ("[perf] Nothing\n", "changes no file"),
+}
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("case", sorted(_UNREADABLE))
+def test_export_refuses_what_git_am_cannot_read_back(workspace, canonical_patches, case):
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    message, reason = _UNREADABLE[case]
+    if case == "empty":
+        git(workspace.tree, "commit", "-q", "--allow-empty", "-m", message)
+        commit = workspace.head()
+    else:
+        commit = _commit_message(workspace.tree, message)
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert f"commit {commit[:12]}" in error and reason in error and "git rebase -i" in error
+    assert _all_bytes(workspace.patches) == before
+    assert "would not survive" in one_error_line(workspace.tool("check-patches"))
+
+
+def _commits(tree: Path) -> list[str]:
+    fmt = "--format=%T %an <%ae> %ad%n%B%x00"
+    return git(tree, "log", "--reverse", "--date=raw", fmt, "base/v0.5.12..patched").split("\0")
+
+
+def test_export_and_apply_are_inverses(
+    workspace, canonical_patches, tmp_path_factory, pinned_wheel
+):
+    """Unusual commits that git am reads back survive export + apply exactly; the
+    ones it does not are refused, never written."""
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    tree = workspace.tree
+    _commit_message(tree, "[perf][v2] Tüne the fill (EAGLE) for 'all' paths\n", "Jöhn Dœ <j@x.org>")
+    _commit_message(tree, "[fix] A subject well over fifty-two characters, which gets cut\n")
+    _commit_message(tree, "[doc] Body lines\n\ndiff is a word here; -- and - - - are not\n\nA: b\n")
+    (tree / "python/sglang/blob.bin").write_bytes(bytes(range(256)) * 4)
+    _commit_message(tree, "[feat] Add a binary file\n")
+    good = workspace.head()
+    _commit_message(tree, _UNREADABLE["re-subject"][0])
+    _commit_message(tree, _UNREADABLE["dashes-in-body"][0])
+    error = one_error_line(workspace.tool("export"))
+    assert error.count("commit ") == 2 and "2 commit(s)" in error
+    git(tree, "reset", "-q", "--hard", good)
+    workspace.ok("export")
+    exported = _patch_bytes(workspace.patches)
+    assert len(exported) == 7
+    again = Workspace.create(tmp_path_factory.mktemp("inverse"), pinned_wheel)
+    again.use_patches(workspace.patches)
+    again.ok("apply")
+    assert _commits(again.tree) == _commits(tree)
+    again.ok("export")
+    assert _patch_bytes(again.patches) == exported
+    assert _entries(again.patches) == _entries(workspace.patches) == list(exported)
+    again.ok("check-patches")
+
+
 def test_export_picks_up_new_commits(workspace: Workspace, canonical_patches: Path):
     workspace.use_patches(canonical_patches)
     workspace.ok("apply")
