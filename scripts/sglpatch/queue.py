@@ -36,6 +36,8 @@ def apply_series(layout: Layout, source: str) -> None:
         ensure_base_worktree(layout, pin)
         return
     if old is None or old.base != wanted.base:
+        if old is not None:
+            _refuse_other_refs(layout)
         building = _fresh_base(layout, pin, source, wanted)
     else:
         building = _back_to_base(layout, pin, old, wanted)
@@ -158,6 +160,19 @@ def foreign_work(git: Git, building: Building) -> str:
     if dirty:
         return f"uncommitted changes to {', '.join(dirty[:3])}{' ...' if dirty[3:] else ''}"
     return ""
+
+
+def _refuse_other_refs(layout: Layout) -> None:
+    """Refuse to replace a tree that holds branches (other than ``patched``) or stashes."""
+    refs = Git(layout.sglang).out("for-each-ref", "--format=%(refname)", "refs/heads", "refs/stash")
+    others = [ref for ref in refs.splitlines() if ref != f"refs/heads/{BRANCH}"]
+    if others:
+        names = ", ".join(ref.removeprefix("refs/heads/") for ref in others)
+        raise UserError(
+            f"the base changed (base.toml or SOURCE), so {layout.sglang} is made anew,"
+            f" and it holds {names}: take them out of it (`git format-patch`, `git stash"
+            " show -p`) and delete them, then apply again"
+        )
 
 
 def _fresh_base(layout: Layout, pin: Pin, source: str, wanted: Stamp) -> Building:

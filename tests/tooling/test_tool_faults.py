@@ -247,3 +247,21 @@ def test_base_worktree_left_half_made_by_a_kill(workspace: Workspace):
     assert "up to date" in workspace.ok("apply").stderr
     assert git(workspace.build / "base", "status", "--porcelain") == ""
     assert (workspace.build / "base" / TARGET).is_file()
+
+
+def test_new_base_does_not_drop_branches_or_stashes(workspace: Workspace):
+    """A changed base replaces the whole tree: refused while it holds work of yours
+    outside `patched`."""
+    workspace.ok("apply")
+    tree = workspace.tree
+    git(tree, "branch", "mine")
+    edit_target(tree, "import logging\n", "import logging  # stashed\n")
+    git(tree, "stash", "-q")
+    pin = workspace.patches / "base.toml"
+    pin.write_text(pin.read_text() + "# edited: the base is made again\n")
+    error = one_error_line(workspace.tool("apply"))
+    assert "holds mine, refs/stash" in error
+    assert git(tree, "rev-parse", "mine") and "# stashed" in git(tree, "stash", "show", "-p")
+    git(tree, "branch", "-D", "mine")
+    git(tree, "stash", "drop", "-q")
+    assert "is commit" in workspace.ok("apply").stderr
