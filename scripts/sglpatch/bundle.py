@@ -8,9 +8,9 @@ import io
 import re
 import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 
+from sglpatch import scratch
 from sglpatch.console import note
 from sglpatch.digest import sha256_file
 from sglpatch.errors import UserError
@@ -63,18 +63,17 @@ def make_bundle(layout: Layout) -> Path:
 
 def assemble(layout: Layout, pin: Pin, wheels: list[Wheel]) -> Path:
     """Lay out the bundle in a scratch dir, check its size, then swap it in."""
-    layout.build.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".bundle-new-", dir=layout.build))
+    work = scratch.new_dir(layout, scratch.NEW_BUNDLE)
     try:
-        _fill(scratch, layout, pin, wheels)
-        size = sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file())
+        _fill(work, layout, pin, wheels)
+        size = sum(p.stat().st_size for p in work.rglob("*") if p.is_file())
         if size > LIMIT_BYTES:
             raise UserError(f"bundle would be {_mib(size)}, over the {_mib(LIMIT_BYTES)} limit")
-        shutil.rmtree(layout.bundle, ignore_errors=True)
-        scratch.chmod(0o755)
-        scratch.rename(layout.bundle)
+        scratch.discard(layout, layout.bundle)
+        work.chmod(0o755)
+        work.rename(layout.bundle)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     note(f"{layout.bundle}: {len(wheels)} wheels + 2 trees, {_mib(size)} ({size} bytes)")
     return layout.bundle
 

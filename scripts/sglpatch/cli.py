@@ -7,8 +7,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sglpatch.errors import CheckFailed, UserError
+from sglpatch import interrupt
+from sglpatch.errors import CheckFailed, UserError, describe_os_error
 from sglpatch.layout import Layout
+from sglpatch.lock import build_lock
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,7 +29,8 @@ def _apply(layout: Layout, args: argparse.Namespace) -> int:
     else:
         from sglpatch.queue import apply_series
 
-        apply_series(layout, args.source)
+        with build_lock(layout):
+            apply_series(layout, args.source)
     return 0
 
 
@@ -35,7 +38,8 @@ def _export(layout: Layout, args: argparse.Namespace) -> int:
     """export: rewrite patches/ from the build tree."""
     from sglpatch.export import export_series
 
-    export_series(layout)
+    with build_lock(layout, create=False):
+        export_series(layout)
     return 0
 
 
@@ -43,7 +47,8 @@ def _check_patches(layout: Layout, args: argparse.Namespace) -> int:
     """check-patches: patches/ must equal a fresh export."""
     from sglpatch.export import check_patches
 
-    check_patches(layout)
+    with build_lock(layout, create=False):
+        check_patches(layout)
     return 0
 
 
@@ -51,7 +56,9 @@ def _check_upstream(layout: Layout, args: argparse.Namespace) -> int:
     """check-upstream: how the series fares on another release."""
     from sglpatch.compat import check_upstream
 
-    print(check_upstream(layout, args.version))
+    with build_lock(layout):
+        report = check_upstream(layout, args.version)
+    print(report)
     return 0
 
 
@@ -59,7 +66,8 @@ def _bundle(layout: Layout, args: argparse.Namespace) -> int:
     """bundle: the offline bundle for GPU hosts."""
     from sglpatch.bundle import make_bundle
 
-    make_bundle(layout)
+    with build_lock(layout):
+        make_bundle(layout)
     return 0
 
 
@@ -67,7 +75,8 @@ def _lint_patched(layout: Layout, args: argparse.Namespace) -> int:
     """lint-patched: upstream's hooks on the files the series touches."""
     from sglpatch.lint import lint_patched
 
-    return lint_patched(layout, Path(args.pre_commit))
+    with build_lock(layout, create=False):
+        return lint_patched(layout, Path(args.pre_commit))
 
 
 def _trees(layout: Layout, args: argparse.Namespace) -> int:
@@ -112,7 +121,11 @@ def _command(commands: argparse._SubParsersAction, name: str, handler: Handler) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; user errors become one line on stderr."""
+    """Run one command; user errors and faults become one line on stderr.
+
+    SIGINT, SIGTERM and SIGHUP stop the command through its cleanup code.
+    """
+    interrupt.install()
     try:
         args = build_parser().parse_args(argv)
         layout = Layout.create(args.build, args.patches, args.pin)
@@ -124,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except UserError as exc:
         print(f"sglpatch: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:
+        print(f"sglpatch: error: {describe_os_error(exc)}", file=sys.stderr)
+        return UserError.exit_code
+    except interrupt.Interrupted as exc:
+        print(f"sglpatch: interrupted by {exc.name}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("sglpatch: interrupted", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class UserError(Exception):
     """A problem the user can fix; the CLI prints it as one line and exits 2."""
@@ -22,3 +24,22 @@ class CheckFailed(UserError):
         super().__init__(f"{title}: {len(problems)} problem(s)")
         self.title = title
         self.problems = problems
+
+
+# What to do about the file system faults a user can meet.
+_OS_ADVICE = {
+    errno.ENOSPC: "free some space and run again",
+    errno.EDQUOT: "free some space and run again",
+    errno.EFBIG: "free some space (or raise the file size limit) and run again",
+    errno.EROFS: "the file system is read-only: make it writable, or pick another --build",
+    errno.EACCES: "make it writable for you, or pick another --build",
+    errno.EPERM: "make it writable for you, or pick another --build",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A file system fault as one line: what failed, on which file, what to do."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    where = f" ({exc.filename})" if exc.filename else ""
+    advice = _OS_ADVICE.get(exc.errno or 0)
+    return " ".join(f"{what}{where}{'; ' + advice if advice else ''}".split())

@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sglpatch import roundtrip
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError
 from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
-from sglpatch.pin import load_pin
-from sglpatch.queue import BRANCH, open_build_tree, require_current
+from sglpatch.pin import Pin, load_pin
+from sglpatch.queue import BRANCH, open_build_tree, require_built_from, require_current
 from sglpatch.stamp import Stamp
 
 # Settings that could change format-patch output, pinned to git's defaults.
@@ -79,18 +80,31 @@ def slug(subject: str) -> str:
 
 
 def render(layout: Layout) -> dict[str, bytes]:
-    """File name -> bytes of each patch between the base tag and ``patched``."""
+    """File name -> bytes of each patch between the base tag and ``patched``.
+
+    Refuses a commit that ``git am`` would not read back as itself.
+    """
     pin = load_pin(layout.pin_file)
     git = open_build_tree(layout, pin)
     span = f"{pin.base_tag}..refs/heads/{BRANCH}"
     if git.out("rev-list", "--merges", span):
         raise UserError(f"{layout.sglang}: branch {BRANCH} has merge commits; rebase them away")
     patches: dict[str, bytes] = {}
+    refused: list[str] = []
     commits = git.out("rev-list", "--reverse", "--topo-order", span).split()
     for number, commit in enumerate(commits, 1):
         subject = git.out("log", "-1", "--format=%s", commit)
         name = f"{number:04d}-{slug(subject)}.patch"
         patches[name] = git.run(*_format_options(), "-1", commit).stdout
+        reason = roundtrip.why_not(git, commit, patches[name])
+        if reason:
+            refused.append(f"commit {commit[:12]} ({subject!r}): {reason}")
+    if refused:
+        raise UserError(
+            f"{len(refused)} commit(s) of {layout.sglang} would not survive export and apply:"
+            f" {'; '.join(refused)}; reword or fix them there (`git rebase -i"
+            f" {pin.base_tag}`), then export"
+        )
     return patches
 
 
@@ -101,22 +115,57 @@ def _format_options() -> list[str]:
 
 
 def export_series(layout: Layout) -> list[str]:
-    """Rewrite the patch files and series from the build tree; return the names."""
+    """Rewrite the patch files and series from the build tree; return the names.
+
+    Refuses unless the tree was built from patches/ as it is (so every file it
+    replaces or removes is one the tree holds), is at rest on ``patched``, and
+    every commit survives ``git am``.
+    """
+    pin = load_pin(layout.pin_file)
+    listed = series_mod.load(layout.patches)
+    require_built_from(layout, ": exporting would overwrite that change")
+    _refuse_unfinished(layout, pin)
     patches = render(layout)
     _refuse_partial(layout, len(patches))
     directory = layout.patches
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in patches.items():
         _write_if_changed(directory / name, data)
-    for stale in sorted(directory.glob("*.patch")):
+    for stale in listed.paths:
         if stale.name not in patches:
             stale.unlink()
-            note(f"removed {stale.name}")
+            note(f"removed {stale.name} (its commit is gone from {layout.sglang})")
     if [e.name for e in series_mod.read_entries(directory)] != list(patches):
         series_mod.write(directory, list(patches))
     _restamp(layout)
     note(f"exported {len(patches)} patch(es) to {directory}")
     return list(patches)
+
+
+def _refuse_unfinished(layout: Layout, pin: Pin) -> None:
+    """Refuse a tree with work export would not see: uncommitted, mid-rebase, off-branch."""
+    git = open_build_tree(layout, pin)
+    busy = git.busy()
+    if busy:
+        raise UserError(
+            f"{layout.sglang} is in the middle of {busy.what}: {busy.advice()}, then export"
+        )
+    dirty = git.dirty_paths()
+    if dirty:
+        more = f" and {len(dirty) - 3} more" if len(dirty) > 3 else ""
+        raise UserError(
+            f"{layout.sglang} has uncommitted changes to {', '.join(dirty[:3])}{more}:"
+            " commit them (`git commit`, or `git commit --amend` to fold them into the"
+            " last patch) or `git stash` them, then export"
+        )
+    head = git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.decode().strip()
+    if head != f"refs/heads/{BRANCH}":
+        where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
+        raise UserError(
+            f"{layout.sglang} is on {where}, not on {BRANCH}, which export reads: bring"
+            f" the work onto {BRANCH} (`git switch {BRANCH}`, then `git cherry-pick` or"
+            " `git reset`), then export"
+        )
 
 
 def _refuse_partial(layout: Layout, count: int) -> None:

@@ -14,14 +14,6 @@ from sglpatch.patchinfo import abort_am, describe_failure
 from sglpatch.pin import Pin, load_pin
 from sglpatch.series import Series
 
-_BUSY = {
-    "rebase-apply": "a git am or rebase",
-    "rebase-merge": "a rebase",
-    "MERGE_HEAD": "a merge",
-    "CHERRY_PICK_HEAD": "a cherry-pick",
-    "REVERT_HEAD": "a revert",
-}
-
 
 def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> str:
     """Apply the series to ``path`` on a new branch and check it out; return its name.
@@ -38,21 +30,26 @@ def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> st
     if blob != pin.target_blob and not three_way:
         raise UserError(_differs_message(git, pin, series, blob))
     commit = _apply_in_worktree(git, series, three_way)
-    _create_and_switch(git, branch, commit)
+    _create_and_switch(git, branch, commit, len(series))
     note(f"{git.cwd}: on new branch {branch} (+{len(series)} commit(s))")
     return branch
 
 
 def open_checkout(path: Path, pin: Pin) -> Git:
-    """Git of the SGLang checkout at ``path``; refuse anything else."""
+    """Git of the SGLang checkout whose root is ``path``; refuse anything else.
+
+    git looks for the repository in ``path`` only, never in a folder above it.
+    """
     if not path.is_dir():
         raise UserError(f"{path} is not a directory: pass the root of an SGLang checkout")
+    path = path.resolve()
     proc = Git(path, isolated=False).run("rev-parse", "--show-toplevel", check=False)
-    if proc.returncode != 0:
+    if proc.returncode != 0 or Path(proc.stdout.decode().strip()) != path:
         raise UserError(
-            f"{path} is not a git checkout: clone SGLang, check out {pin.tag}, pass that"
+            f"{path} is not the root of a git checkout: clone SGLang, check out {pin.tag},"
+            " pass the clone's root"
         )
-    git = Git(Path(proc.stdout.decode().strip()), isolated=False)
+    git = Git(path, isolated=False)
     if not (git.cwd / pin.target).is_file() or not git.rev(f"HEAD:{pin.target}"):
         raise UserError(
             f"{git.cwd} is not an SGLang checkout (no {pin.target} committed there):"
@@ -65,10 +62,9 @@ def _check_ready(git: Git, series: Series, branch: str) -> None:
     """Refuse an empty series, a busy or dirty tree, or an existing branch."""
     if not len(series):
         raise UserError(f"the series is empty: nothing to apply to {git.cwd}")
-    git_dir = Path(git.out("rev-parse", "--absolute-git-dir"))
-    for marker, what in _BUSY.items():
-        if (git_dir / marker).exists():
-            raise UserError(f"{git.cwd} is in the middle of {what}: finish or abort it first")
+    busy = git.busy()
+    if busy:
+        raise UserError(f"{git.cwd} is in the middle of {busy.what}: {busy.advice()} first")
     if git.out("status", "--porcelain", "--untracked-files=no"):
         raise UserError(
             f"{git.cwd} has uncommitted changes: commit or stash them, then apply again"
@@ -125,13 +121,43 @@ def _apply_in_worktree(git: Git, series: Series, three_way: bool) -> str:
         return work.out("rev-parse", "HEAD")
 
 
-def _create_and_switch(git: Git, branch: str, commit: str) -> None:
-    """Create ``branch`` at ``commit`` and check it out; undo the branch on failure."""
+def _create_and_switch(git: Git, branch: str, commit: str, count: int) -> None:
+    """Create ``branch`` at ``commit`` and check it out; undo the branch on failure.
+
+    What is reported is what git did: a post-checkout hook that fails makes
+    ``git checkout`` fail after it switched, and a branch that cannot be
+    deleted stays.
+    """
+    before = _where(git)
     git.run("branch", branch, commit)
     proc = git.run("checkout", "-q", branch, check=False)
-    if proc.returncode != 0:
-        git.run("branch", "-D", branch, check=False)
-        lines = output_of(proc).strip().splitlines() or ["git checkout failed"]
+    if proc.returncode == 0:
+        return
+    lines = output_of(proc).strip().splitlines() or [f"exit status {proc.returncode}"]
+    if _where(git) == f"refs/heads/{branch}":
         raise UserError(
-            f"could not check out {branch} in {git.cwd}: {lines[0]}; nothing was changed"
+            f"{git.cwd} is now on the new branch {branch} (+{count} commit(s)), but"
+            f" `git checkout` exited {proc.returncode} after switching (a post-checkout"
+            f" hook?): {lines[-1]}; to go back: `git checkout {_name(before)}"
+            f" && git branch -D {branch}`"
         )
+    deleted = git.run("branch", "-D", branch, check=False)
+    if deleted.returncode != 0:
+        why = (output_of(deleted).strip().splitlines() or ["?"])[-1]
+        raise UserError(
+            f"could not check out {branch} in {git.cwd}: {lines[0]}; HEAD did not move,"
+            f" but the new branch {branch} stays ({why}): delete it with"
+            f" `git branch -D {branch}`"
+        )
+    raise UserError(f"could not check out {branch} in {git.cwd}: {lines[0]}; nothing was changed")
+
+
+def _where(git: Git) -> str:
+    """The ref HEAD is on, or the commit of a detached HEAD."""
+    proc = git.run("symbolic-ref", "-q", "HEAD", check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else git.rev("HEAD") or ""
+
+
+def _name(where: str) -> str:
+    """A ref or commit as the user would type it."""
+    return where.removeprefix("refs/heads/")

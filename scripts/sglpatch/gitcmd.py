@@ -1,14 +1,17 @@
-"""A thin git runner with a predictable environment."""
+"""A thin git runner with a predictable environment, confined to one repository."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from sglpatch.errors import UserError
 
@@ -26,6 +29,8 @@ _LOCATION_VARS = (
     "GIT_NAMESPACE",
     "GIT_COMMON_DIR",
     "GIT_PREFIX",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
 )
 # Settings that make output and commits independent of the caller's git config.
 _ISOLATED_CONFIG = (
@@ -39,6 +44,30 @@ _ISOLATED_CONFIG = (
     "commit.gpgSign=false",
     "tag.gpgSign=false",
 )
+# Operations a work tree can be in the middle of: marker in the git dir ->
+# (what, the command that continues or aborts it). rebase-apply/applying: git am.
+_BUSY_MARKERS = {
+    "rebase-merge": ("a rebase", "git rebase"),
+    "rebase-apply/applying": ("a git am", "git am"),
+    "rebase-apply": ("a rebase", "git rebase"),
+    "MERGE_HEAD": ("a merge", "git merge"),
+    "CHERRY_PICK_HEAD": ("a cherry-pick", "git cherry-pick"),
+    "REVERT_HEAD": ("a revert", "git revert"),
+}
+# Seconds a git child may take to clean up (its lock files) after SIGTERM.
+_TERM_GRACE = 5.0
+SCRATCH_PREFIX = "sglpatch-worktree-"
+
+
+class Busy(NamedTuple):
+    """An operation a work tree is in the middle of."""
+
+    what: str
+    command: str
+
+    def advice(self) -> str:
+        """How to get out of it."""
+        return f"finish it (`{self.command} --continue`) or abort it (`{self.command} --abort`)"
 
 
 class GitError(UserError):
@@ -50,8 +79,10 @@ class GitError(UserError):
 
 
 class Git:
-    """Runs git in one directory.
+    """Runs git in one repository: the one whose top level is ``cwd``.
 
+    Discovery stops at ``cwd`` (GIT_CEILING_DIRECTORIES is its parent), so a
+    directory that lost its ``.git`` is an error, never the enclosing repository.
     ``isolated`` build trees ignore the system and global git config and commit
     with the tool's fixed identity; a user's checkout keeps the user's config.
     """
@@ -65,6 +96,7 @@ class Git:
         env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
         env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0")
         env.update(GIT_EDITOR="true", GIT_MERGE_AUTOEDIT="no")
+        env.update(GIT_CEILING_DIRECTORIES=str(Path(os.path.abspath(self.cwd)).parent))
         if self.isolated:
             env = {k: v for k, v in env.items() if not k.startswith("GIT_CONFIG")}
             env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, TZ="UTC")
@@ -85,16 +117,11 @@ class Git:
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git args``; raise GitError on failure when ``check``."""
-        try:
-            proc = subprocess.run(
-                self.argv(args),
-                cwd=self.cwd,
-                input=input,
-                env=self.env(env),
-                capture_output=True,
-            )
-        except FileNotFoundError:
-            raise UserError("git not found on PATH: install git and retry") from None
+        if not self.cwd.is_dir():
+            raise UserError(f"git {' '.join(args[:2])}: {self.cwd} is not a directory")
+        if shutil.which("git", path=os.environ.get("PATH", os.defpath)) is None:
+            raise UserError("git not found on PATH: install git and retry")
+        proc = run_child(self.argv(args), self.cwd, self.env(env), input)
         if check and proc.returncode != 0:
             raise _failure(args, self.cwd, proc)
         return proc
@@ -112,6 +139,57 @@ class Git:
         proc = self.run("rev-parse", "-q", "--verify", name, check=False)
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
+    def git_dir(self) -> Path:
+        """The absolute git directory of this repository (of this worktree)."""
+        return Path(self.out("rev-parse", "--absolute-git-dir"))
+
+    def busy(self) -> Busy | None:
+        """The operation the work tree is in the middle of (a rebase ...), or None."""
+        git_dir = self.git_dir()
+        for marker, (what, command) in _BUSY_MARKERS.items():
+            if (git_dir / marker).exists():
+                return Busy(what, command)
+        return None
+
+    def dirty_paths(self) -> list[str]:
+        """Tracked files with uncommitted changes (staged or not), renames split."""
+        out = self.run("status", "--porcelain", "-z", "--untracked-files=no", "--no-renames")
+        return [entry[3:] for entry in out.stdout.decode("utf-8", "replace").split("\0") if entry]
+
+
+def run_child(
+    argv: list[str], cwd: Path, env: dict[str, str], input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a command to completion; on an interrupt, SIGTERM it and let it clean up.
+
+    git removes its lock files on SIGTERM; only one that outlives the grace
+    period is killed.
+    """
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(input)
+        except BaseException:
+            _stop(proc)
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM ``proc``, then SIGKILL it if it is still there after the grace period."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(_TERM_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
 
 def output_of(proc: subprocess.CompletedProcess[bytes]) -> str:
     """stdout and stderr of a finished git command as text."""
@@ -125,19 +203,61 @@ def _failure(
     text = output_of(proc)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    reason = (complaints or lines or [f"exit status {proc.returncode}"])[-1]
+    if proc.returncode < 0:
+        status = f"killed by {signal.Signals(-proc.returncode).name}"
+    else:
+        status = f"exit status {proc.returncode}"
+    reason = (complaints or lines or [status])[-1]
     return GitError(f"git {' '.join(args[:2])} failed in {cwd}: {reason}", text)
 
 
 @contextmanager
 def scratch_worktree(git: Git, rev: str) -> Iterator[Git]:
-    """A detached worktree of ``rev`` in a temporary folder, removed afterwards."""
-    scratch = Path(tempfile.mkdtemp(prefix="sglpatch-worktree-"))
+    """A detached worktree of ``rev`` in a temporary folder, removed afterwards.
+
+    The folder holds a lock while in use; scratch worktrees of ``git`` whose
+    lock nobody holds (their run was killed) are removed first.
+    """
+    remove_dead_scratch_worktrees(git)
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     work = scratch / "tree"
     try:
-        git.run("worktree", "add", "--detach", str(work), rev)
-        yield Git(work, isolated=git.isolated)
+        with (scratch / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            git.run("worktree", "add", "--detach", str(work), rev)
+            yield Git(work, isolated=git.isolated)
     finally:
-        git.run("worktree", "remove", "--force", str(work), check=False)
-        shutil.rmtree(scratch, ignore_errors=True)
-        git.run("worktree", "prune", check=False)
+        _remove_worktree(git, scratch)
+
+
+def remove_dead_scratch_worktrees(git: Git) -> list[Path]:
+    """Remove this tool's scratch worktrees of ``git`` left by killed runs."""
+    listing = git.out("worktree", "list", "--porcelain")
+    paths = [Path(line[len("worktree ") :]) for line in listing.splitlines()]
+    removed = []
+    for path in paths:
+        scratch = path.parent
+        if path.name == "tree" and scratch.name.startswith(SCRATCH_PREFIX) and _dead(scratch):
+            _remove_worktree(git, scratch)
+            removed.append(scratch)
+    git.run("worktree", "prune", check=False)
+    return removed
+
+
+def _dead(scratch: Path) -> bool:
+    """True when no live run holds the lock of a scratch folder."""
+    try:
+        with (scratch / "lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def _remove_worktree(git: Git, scratch: Path) -> None:
+    """Unregister and delete the scratch worktree in ``scratch``."""
+    git.run("worktree", "remove", "--force", "--force", str(scratch / "tree"), check=False)
+    shutil.rmtree(scratch, ignore_errors=True)
+    git.run("worktree", "prune", check=False)

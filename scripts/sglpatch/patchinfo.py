@@ -85,6 +85,12 @@ def touched_files(patch: Path) -> list[str]:
     return [diff.new_path for diff in parse(patch.read_text("utf-8", "replace")) if diff.new_path]
 
 
+def all_paths(patch: Path) -> list[str]:
+    """Every path a patch names: created, changed, deleted or renamed."""
+    diffs = parse(patch.read_text("utf-8", "replace"))
+    return sorted({path for diff in diffs for path in (diff.old_path, diff.new_path) if path})
+
+
 def abort_am(git: Git, patch: Path, am: subprocess.CompletedProcess[bytes]) -> str:
     """Abort a failed ``git am`` of ``patch``; return where it failed.
 

@@ -11,6 +11,12 @@ from pathlib import Path
 from sglpatch.errors import UserError
 
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?$")
+# A wheel file name (PEP 427): name-version[-build]-python-abi-platform.whl, no path.
+_WHEEL_RE = re.compile(
+    r"[A-Za-z0-9_.]+-[A-Za-z0-9_.+!]+(-\d[A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3}\.whl"
+)
+_TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_PATH_PART_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _HEX = {"wheel_sha256": 64, "target_blob": 40}
 _FIELDS = (
     "version",
@@ -59,6 +65,8 @@ def load_pin(path: Path) -> Pin:
         table = tomllib.loads(raw.decode("utf-8")).get("base")
     except FileNotFoundError:
         raise UserError(f"pin file {path} not found") from None
+    except OSError as exc:
+        raise UserError(f"pin file {path} cannot be read: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
     if not isinstance(table, dict):
@@ -86,6 +94,15 @@ def _validated(path: Path, table: dict) -> dict:
         raise UserError(f"{path}: bad version {values['version']!r}")
     if not values["wheel"].startswith(f"sglang-{values['version']}-"):
         raise UserError(f"{path}: wheel {values['wheel']} is not sglang {values['version']}")
+    if not _WHEEL_RE.fullmatch(values["wheel"]):
+        raise UserError(f"{path}: wheel {values['wheel']!r} is not a wheel file name")
+    if not _TAG_RE.fullmatch(values["tag"]) or ".." in values["tag"]:
+        raise UserError(f"{path}: tag {values['tag']!r} is not a plain tag name")
+    parts = values["target"].split("/")
+    if not all(_PATH_PART_RE.fullmatch(part) and part not in (".", "..") for part in parts):
+        raise UserError(f"{path}: target {values['target']!r} is not a relative path")
+    if values["repository"].startswith("-") or not values["repository"].isprintable():
+        raise UserError(f"{path}: repository {values['repository']!r} is not a URL")
     return values
 
 

@@ -61,6 +61,12 @@ def fetch(requirements: list[str], target: WheelTarget, cache: Path) -> list[Whe
     unknown = [req for req, rec in records.items() if rec is None]
     records.update(_resolve(unknown, target, cache) if unknown else {})
     wanted = [(req, *records[req]) for req in requirements]
+    unverifiable = [f"{req} ({name})" for req, name, sha in wanted if not sha]
+    if unverifiable:
+        raise UserError(
+            f"the index reported no sha256 for {', '.join(unverifiable)}: refusing a"
+            " download that cannot be verified"
+        )
     wheels = _obtain(cache, target, wanted, "index")
     for wheel in wheels:
         remember(cache, wheel, target)
@@ -134,6 +140,8 @@ def _from_report(req: str, by_name: dict) -> tuple[str, str]:
         raise UserError(f"pip resolved no wheel for {req}")
     info = item["download_info"]
     filename = unquote(Path(urlparse(info["url"]).path).name)
+    if "/" in filename or "\\" in filename or not filename.endswith(".whl"):
+        raise UserError(f"pip resolved {req} to {filename!r}, which is not a wheel file name")
     return filename, info.get("archive_info", {}).get("hashes", {}).get("sha256", "")
 
 
@@ -164,10 +172,14 @@ def _record_path(cache: Path, req: str, target: WheelTarget) -> Path:
 def _read_record(cache: Path, req: str, target: WheelTarget) -> tuple[str, str] | None:
     """A remembered (filename, sha256) whose wheel is still cached, or None."""
     path = _record_path(cache, req, target)
-    if not path.exists():
+    try:
+        data = json.loads(path.read_text())
+        filename, sha256 = data["filename"], data["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or damaged: ask the index again
+    if not isinstance(filename, str) or Path(filename).name != filename:
         return None
-    data = json.loads(path.read_text())
-    return (data["filename"], data["sha256"]) if (cache / data["filename"]).exists() else None
+    return (filename, sha256) if (cache / filename).exists() else None
 
 
 def remember(cache: Path, wheel: Wheel, target: WheelTarget) -> None:

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
+from sglpatch import scratch
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import UserError
-from sglpatch.gitcmd import Git
+from sglpatch.gitcmd import TOOL_EMAIL, Git
 from sglpatch.layout import Layout
-from sglpatch.patchinfo import abort_am
+from sglpatch.patchinfo import abort_am, all_paths
 from sglpatch.pin import Pin, load_pin
 from sglpatch.series import Series
-from sglpatch.stamp import Stamp
+from sglpatch.stamp import Building, Stamp
 from sglpatch.upstream import check_source, create_base, git_url
 
 BRANCH = "patched"
 AM_OPTIONS = ("am", "--3way", "--keep-non-patch", "--committer-date-is-author-date")
+# Lock files a killed git can leave in the git dir of the build tree.
+_GIT_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", f"refs/heads/{BRANCH}.lock")
 
 
 def apply_series(layout: Layout, source: str) -> None:
@@ -34,10 +36,12 @@ def apply_series(layout: Layout, source: str) -> None:
         ensure_base_worktree(layout, pin)
         return
     if old is None or old.base != wanted.base:
-        _fresh_base(layout, pin, source, wanted)
+        if old is not None:
+            _refuse_other_refs(layout)
+        building = _fresh_base(layout, pin, source, wanted)
     else:
-        Git(layout.sglang).run("checkout", "-q", "-f", "-B", BRANCH, pin.base_tag)
-    _apply_patches(layout, series, wanted)
+        building = _back_to_base(layout, pin, old, wanted)
+    _apply_patches(layout, series, wanted, building)
     ensure_base_worktree(layout, pin)
 
 
@@ -51,15 +55,30 @@ def open_build_tree(layout: Layout, pin: Pin) -> Git:
     return git
 
 
-def require_current(layout: Layout) -> Stamp:
-    """The stamp of a build tree fully built from the current pin and patches."""
+def require_built_from(layout: Layout, consequence: str = "") -> Stamp:
+    """The stamp of a build tree at rest, built from the current pin and patches."""
     pin = load_pin(layout.pin_file)
     series = series_mod.load(layout.patches)
     found = stamp_mod.read(layout.sglang) if layout.sglang.exists() else None
-    if found is None or found.patches != stamp_mod.patches_digest(pin, series):
+    if found is None:
         raise UserError(
-            f"{layout.sglang} was not built from {layout.patches}: run `make apply` first"
+            f"no build tree made by sglpatch at {layout.sglang}: run `make apply` first"
         )
+    if found.building is not None:
+        raise UserError(
+            f"the last `make apply` in {layout.sglang} was interrupted: run `make apply` first"
+        )
+    if found.patches != stamp_mod.patches_digest(pin, series):
+        raise UserError(
+            f"{layout.sglang} was not built from {layout.patches} as it is now (it changed"
+            f" since){consequence}: run `make apply` first"
+        )
+    return found
+
+
+def require_current(layout: Layout) -> Stamp:
+    """The stamp of a build tree fully built from the current pin and patches."""
+    found = require_built_from(layout)
     if not found.complete:
         raise UserError("the last `make apply` stopped on a failing patch: fix that first")
     return found
@@ -67,7 +86,7 @@ def require_current(layout: Layout) -> Stamp:
 
 def _existing_stamp(layout: Layout) -> Stamp | None:
     """The stamp of an existing build tree; refuse a tree the tool did not make."""
-    if not layout.sglang.exists():
+    if not layout.sglang.exists() or _empty_dir(layout.sglang):
         return None
     found = stamp_mod.read(layout.sglang)
     if found is None:
@@ -81,16 +100,28 @@ def _existing_stamp(layout: Layout) -> Stamp | None:
 def _keep(layout: Layout, old: Stamp, wanted: Stamp) -> bool:
     """True when the tree may stay as it is; raise when it must not be rebuilt."""
     git = Git(layout.sglang)
+    if old.building is not None:
+        foreign = foreign_work(git, old.building)
+        if foreign:
+            raise UserError(
+                f"{layout.sglang} has {foreign}, made after an interrupted `make apply`:"
+                " move that work out of the tree (a branch of its own, `git stash`) and"
+                f" `git switch {BRANCH}`, or delete {layout.sglang}; then apply again"
+            )
+        note(f"the last `make apply` in {layout.sglang} was interrupted: rebuilding")
+        return False
     local = local_work(git, old)
-    unchanged = old.inputs == wanted.inputs and old.complete
-    if unchanged and local:
+    same_inputs = old.inputs == wanted.inputs
+    if same_inputs and local:
         note(f"{layout.sglang} has {local}; patches unchanged, tree left as is")
-    elif unchanged and git.rev("HEAD") == old.head:
+    elif same_inputs and old.complete and git.rev("HEAD") == old.head:
         note(f"{layout.sglang} is up to date")
     elif local:
         raise UserError(
-            f"{layout.sglang} has {local} and patches/ changed: run `make export` to"
-            f" keep that work, or delete {layout.sglang} to drop it, then apply again"
+            f"{layout.sglang} has {local}, and {layout.patches} changed since it was built:"
+            f" to keep that work, set your change to {layout.patches} aside (e.g. `git stash"
+            " -- patches`), run `make export` and redo the change; to drop it, delete"
+            f" {layout.sglang}; then apply again"
         )
     else:
         return False
@@ -98,11 +129,11 @@ def _keep(layout: Layout, old: Stamp, wanted: Stamp) -> bool:
 
 
 def local_work(git: Git, old: Stamp) -> str:
-    """What in the tree is not from the patches: '' when nothing is."""
-    git_dir = git.cwd / ".git"
-    if (git_dir / "rebase-apply").exists() or (git_dir / "rebase-merge").exists():
-        return "a git am or rebase in progress"
-    if git.out("status", "--porcelain", "--untracked-files=no"):
+    """What in a tree at rest is not from the patches: '' when nothing is."""
+    busy = git.busy()
+    if busy:
+        return f"{busy.what} in progress"
+    if git.dirty_paths():
         return "uncommitted changes"
     if old.head and git.rev(f"{old.head}^{{commit}}"):
         extra = int(git.out("rev-list", "--count", f"{old.head}..HEAD"))
@@ -111,35 +142,92 @@ def local_work(git: Git, old: Stamp) -> str:
     return ""
 
 
-def _fresh_base(layout: Layout, pin: Pin, source: str, wanted: Stamp) -> None:
-    """Build a new base repository aside, then swap it in for the old tree."""
-    layout.build.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".sglang-new-", dir=layout.build))
+def foreign_work(git: Git, building: Building) -> str:
+    """What in a tree left by an interrupted apply is not the tool's: '' when nothing is.
+
+    The tool's are: its own ``git am`` (while the stamp names one), commits it
+    recorded or committed itself, and changes to the files it was rewriting.
+    """
+    busy = git.busy()
+    if busy and not (busy.command == "git am" and building.am is not None):
+        return f"{busy.what} in progress"
+    heads = [head for head in building.heads if git.rev(f"{head}^{{commit}}")]
+    log = git.out("log", "--format=%H %ce", "HEAD", "--not", *heads).splitlines()
+    theirs = [line.split()[0][:12] for line in log if line.split()[1:] != [TOOL_EMAIL]]
+    if theirs:
+        return f"{len(theirs)} commit(s) of its own ({', '.join(theirs)})"
+    dirty = [path for path in git.dirty_paths() if path not in building.paths]
+    if dirty:
+        return f"uncommitted changes to {', '.join(dirty[:3])}{' ...' if dirty[3:] else ''}"
+    return ""
+
+
+def _refuse_other_refs(layout: Layout) -> None:
+    """Refuse to replace a tree that holds branches (other than ``patched``) or stashes."""
+    refs = Git(layout.sglang).out("for-each-ref", "--format=%(refname)", "refs/heads", "refs/stash")
+    others = [ref for ref in refs.splitlines() if ref != f"refs/heads/{BRANCH}"]
+    if others:
+        names = ", ".join(ref.removeprefix("refs/heads/") for ref in others)
+        raise UserError(
+            f"the base changed (base.toml or SOURCE), so {layout.sglang} is made anew,"
+            f" and it holds {names}: take them out of it (`git format-patch`, `git stash"
+            " show -p`) and delete them, then apply again"
+        )
+
+
+def _fresh_base(layout: Layout, pin: Pin, source: str, wanted: Stamp) -> Building:
+    """Build a new base repository aside, then swap it in for the old trees."""
+    if layout.base.exists():
+        _check_base_is_ours(layout)
+    work = scratch.new_dir(layout, scratch.NEW_TREE)
     try:
-        repo = scratch / "sglang"
+        repo = work / "sglang"
         commit = create_base(pin, source, layout.cache, repo)
         Git(repo).run("tag", "-f", pin.base_tag, commit)
-        stamp_mod.write(repo, wanted.with_head(commit, False))
-        _remove_build_trees(layout)
+        building = Building().step([commit])
+        stamp_mod.write(repo, wanted.building_with(building))
+        scratch.discard(layout, layout.base)
+        scratch.discard(layout, layout.sglang)
         repo.rename(layout.sglang)
         note(f"base {pin.base_tag} is commit {commit} ({source})")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return building
 
 
-def _remove_build_trees(layout: Layout) -> None:
-    """Delete the tool's own build/base and build/sglang."""
-    if layout.base.exists():
-        _check_base_is_ours(layout)
-        shutil.rmtree(layout.base)
-    if layout.sglang.exists():
-        shutil.rmtree(layout.sglang)
+def _back_to_base(layout: Layout, pin: Pin, old: Stamp, wanted: Stamp) -> Building:
+    """Reset ``patched`` to the base tag; first record what that may leave behind."""
+    git = Git(layout.sglang)
+    head, base = git.rev("HEAD"), git.rev(f"{pin.base_tag}^{{commit}}")
+    if base is None:
+        raise UserError(f"{layout.sglang} lacks tag {pin.base_tag}: delete it and apply again")
+    changed = git.run("diff", "--name-only", "-z", head or base, base).stdout
+    building = (old.building or Building()).step(
+        [head, base], changed.decode("utf-8", "replace").split("\0")[:-1]
+    )
+    stamp_mod.write(layout.sglang, wanted.building_with(building))
+    if old.building is not None:
+        _drop_own_leftovers(git)
+    git.run("checkout", "-q", "-f", "-B", BRANCH, pin.base_tag)
+    return building
 
 
-def _apply_patches(layout: Layout, series: Series, wanted: Stamp) -> None:
+def _drop_own_leftovers(git: Git) -> None:
+    """Lock files and the ``git am`` of an interrupted apply (checked to be its own)."""
+    git_dir = git.cwd / ".git"
+    for name in _GIT_LOCKS:
+        (git_dir / name).unlink(missing_ok=True)
+    if (git_dir / "rebase-apply").exists():
+        git.run("am", "--quit", check=False)
+        shutil.rmtree(git_dir / "rebase-apply", ignore_errors=True)
+
+
+def _apply_patches(layout: Layout, series: Series, wanted: Stamp, building: Building) -> None:
     """``git am`` each patch; on failure stop at the last good commit."""
     git = Git(layout.sglang)
     for number, path in enumerate(series.paths, 1):
+        building = building.step([git.rev("HEAD")], all_paths(path), am=path.name)
+        stamp_mod.write(layout.sglang, wanted.building_with(building))
         proc = git.run(*AM_OPTIONS, str(path), check=False)
         if proc.returncode != 0:
             where = abort_am(git, path, proc)
@@ -168,15 +256,18 @@ def ensure_base_worktree(layout: Layout, pin: Pin) -> None:
     if layout.base.exists():
         _check_base_is_ours(layout)
         base = Git(layout.base)
-        if base.rev("HEAD") == tag and not base.out("status", "--porcelain", "-uno"):
+        if base.rev("HEAD") == tag and not base.dirty_paths():
             return
-        shutil.rmtree(layout.base)
+        scratch.discard(layout, layout.base)
     git.run("worktree", "prune")
-    git.run("worktree", "add", "--detach", str(layout.base), pin.base_tag)
+    # -f -f: a `worktree add` killed half-way leaves build/base registered and locked.
+    git.run("worktree", "add", "-f", "-f", "--detach", str(layout.base), pin.base_tag)
 
 
 def _check_base_is_ours(layout: Layout) -> None:
     """Refuse to touch a build/base that is not a worktree of build/sglang."""
+    if _empty_dir(layout.base):
+        return
     marker = layout.base / ".git"
     text = marker.read_text() if marker.is_file() else ""
     owner = Path(text.removeprefix("gitdir:").strip()).parent.parent
@@ -185,3 +276,8 @@ def _check_base_is_ours(layout: Layout) -> None:
             f"{layout.base} exists and is not the base worktree of {layout.sglang}:"
             " move it away or delete it"
         )
+
+
+def _empty_dir(path: Path) -> bool:
+    """True for a directory with nothing in it (a tree that holds nothing to lose)."""
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())

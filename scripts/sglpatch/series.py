@@ -40,10 +40,17 @@ class Series:
 def read_entries(directory: Path) -> list[Entry]:
     """The entries of ``directory/series``; none when the file is absent."""
     path = directory / "series"
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return []
+    if not path.is_file():
+        raise UserError(f"{path} is not a file: make it the list of patch files, one a line")
+    try:
+        text = path.read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path} is not UTF-8 text (line {line}): fix or rewrite it") from None
     entries = []
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         text = line.split(" #", 1)[0].strip()
         if text and not text.startswith("#"):
             entries.append(Entry(text, number))
@@ -75,8 +82,11 @@ def _entry_problems(directory: Path, entry: Entry) -> list[str]:
     where = f"series line {entry.line}: {entry.name}"
     if "/" in entry.name or entry.name in (".", "..") or " " in entry.name:
         return [f"{where} is not a plain file name in {directory}"]
-    if not (directory / entry.name).is_file():
-        return [f"{where} is listed but {directory / entry.name} does not exist"]
+    path = directory / entry.name
+    if path.exists() and not path.is_file():
+        return [f"{where} is listed but {path} is not a file"]
+    if not path.is_file():
+        return [f"{where} is listed but {path} does not exist"]
     return []
 
 

@@ -1,17 +1,47 @@
-"""The record of what a build tree was made from, to skip needless rebuilds."""
+"""The record of what a build tree was made from, to skip needless rebuilds,
+and of an apply in progress, to tell the tool's unfinished work from the user's."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from sglpatch.pin import Pin
 from sglpatch.series import Series
 
-FORMAT = 1
+# Version of the file; BASE_FORMAT versions how the base is made (a change rebuilds).
+FORMAT = 2
+BASE_FORMAT = 1
 FILE_NAME = "sglpatch-stamp"
+
+
+@dataclass(frozen=True)
+class Building:
+    """What an apply that has not finished may have left in the tree.
+
+    Written before the tool changes the tree and updated before each step, so
+    after an interrupt (even SIGKILL) the next run knows what is its own.
+    """
+
+    # Commits HEAD may hold that are no one's work: the HEAD found when the
+    # rebuild began (already checked), the base, each patch's commit.
+    heads: tuple[str, ...] = ()
+    # Files the rebuild may have left modified (checkout, the patch in git am).
+    paths: tuple[str, ...] = ()
+    # The patch being applied by git am, whose rebase-apply is the tool's.
+    am: str | None = None
+
+    def step(
+        self, heads: Sequence[str | None] = (), paths: Sequence[str] = (), am: str | None = None
+    ) -> Building:
+        """The same record with more heads and paths, at ``am``."""
+        more_heads = [h for h in heads if h and h not in self.heads]
+        more_paths = sorted(set(paths) - set(self.paths))
+        return Building((*self.heads, *more_heads), (*self.paths, *more_paths), am)
 
 
 @dataclass(frozen=True)
@@ -22,6 +52,7 @@ class Stamp:
     patches: str
     head: str | None
     complete: bool
+    building: Building | None = field(default=None)
 
     @property
     def inputs(self) -> str:
@@ -29,13 +60,17 @@ class Stamp:
         return f"{self.base}:{self.patches}"
 
     def with_head(self, head: str | None, complete: bool) -> Stamp:
-        """The same inputs at another commit."""
+        """The same inputs at another commit, at rest (no apply in progress)."""
         return Stamp(self.base, self.patches, head, complete)
+
+    def building_with(self, building: Building) -> Stamp:
+        """The same inputs, with an apply in progress."""
+        return replace(self, complete=False, building=building)
 
 
 def compute(pin: Pin, series: Series, source: str, url: str) -> Stamp:
     """The stamp a tree built from these inputs gets (no head yet)."""
-    base = _digest([b"base", str(FORMAT).encode(), source.encode(), url.encode(), pin.raw])
+    base = _digest([b"base", str(BASE_FORMAT).encode(), source.encode(), url.encode(), pin.raw])
     return Stamp(base, patches_digest(pin, series), None, False)
 
 
@@ -64,11 +99,20 @@ def read(repo: Path) -> Stamp | None:
     """The stamp of ``repo``, or None when there is none (or it is unreadable)."""
     try:
         data = json.loads(path_of(repo).read_text())
-        return Stamp(data["base"], data["patches"], data["head"], bool(data["complete"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        building = data.get("building")
+        if building is not None:
+            heads, paths = building["heads"], building["paths"]
+            building = Building(tuple(map(str, heads)), tuple(map(str, paths)), building["am"])
+        complete = bool(data["complete"])
+        return Stamp(data["base"], data["patches"], data["head"], complete, building)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def write(repo: Path, stamp: Stamp) -> None:
-    """Record ``stamp`` for ``repo``."""
-    path_of(repo).write_text(json.dumps(asdict(stamp), indent=1) + "\n")
+    """Record ``stamp`` for ``repo``, atomically (a kill leaves the old or the new)."""
+    path = path_of(repo)
+    temporary = path.with_name(FILE_NAME + ".tmp")
+    data = {"format": FORMAT, **asdict(stamp)}
+    temporary.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(temporary, path)

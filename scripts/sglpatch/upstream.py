@@ -46,7 +46,10 @@ def fetch_pinned_wheel(pin: Pin, cache: Path) -> Wheel:
 
 def git_url(pin: Pin) -> str:
     """The repository to clone: SGLPATCH_GIT_URL, else the pin's."""
-    return os.environ.get("SGLPATCH_GIT_URL") or pin.repository
+    url = os.environ.get("SGLPATCH_GIT_URL") or pin.repository
+    if url.startswith("-") or not url.isprintable():
+        raise UserError(f"repository {url!r} is not a URL or path")
+    return url
 
 
 def create_base(pin: Pin, source: str, cache: Path, dest: Path) -> str:
@@ -54,7 +57,14 @@ def create_base(pin: Pin, source: str, cache: Path, dest: Path) -> str:
     if check_source(source) == "git":
         return clone_tag(pin, git_url(pin), cache, dest)
     wheel = fetch_pinned_wheel(pin, cache)
-    return init_from_wheel(wheel.path, wheel.sha256, pin.version, pin.released, dest)
+    commit = init_from_wheel(wheel.path, wheel.sha256, pin.version, pin.released, dest)
+    actual = Git(dest).rev(f"{commit}:{pin.target}")
+    if actual != pin.target_blob:
+        raise UserError(
+            f"{pin.target} in {wheel.path.name} is blob {actual or '(missing)'}, expected"
+            f" {pin.target_blob} (base.toml): the pin's wheel_sha256 and target_blob disagree"
+        )
+    return commit
 
 
 def init_from_wheel(wheel: Path, sha256: str, version: str, released: dt.date, dest: Path) -> str:
@@ -112,7 +122,7 @@ def _release_env(released: dt.date) -> dict[str, str]:
 def clone_tag(pin: Pin, url: str, cache: Path, dest: Path) -> str:
     """Clone ``pin.tag`` of ``url`` (through a cached bare clone) into ``dest``."""
     mirror = _cached_mirror(pin, url, cache)
-    Git(dest.parent).run("clone", "-q", "--branch", pin.tag, str(mirror), str(dest))
+    Git(dest.parent).run("clone", "-q", "--branch", pin.tag, "--", str(mirror), str(dest))
     git = Git(dest)
     git.run("checkout", "-q", "-B", "patched")
     git.run("remote", "set-url", "origin", url)
@@ -129,7 +139,7 @@ def _cached_mirror(pin: Pin, url: str, cache: Path) -> Path:
         scratch = mirror.with_name(mirror.name + ".partial")
         shutil.rmtree(scratch, ignore_errors=True)
         cache.mkdir(parents=True, exist_ok=True)
-        clone = ["clone", "-q", "--bare", "--depth", "1", "--branch", pin.tag, url]
+        clone = ["clone", "-q", "--bare", "--depth", "1", "--branch", pin.tag, "--", url]
         Git(cache, isolated=False).run(*clone, str(scratch))
         scratch.rename(mirror)
     _check_target_blob(pin, Git(mirror), mirror)

@@ -29,6 +29,14 @@ from sgltest import (  # noqa: E402
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "bad_input: one bad input or fault per test case, counted in the README"
+        " (pytest tests/tooling -m bad_input --collect-only -q)",
+    )
+
+
 @pytest.fixture(scope="session")
 def offline_env(tmp_path_factory: pytest.TempPathFactory):
     """No user git config, a fixed identity, and a pip that cannot reach an index."""
@@ -137,7 +145,5 @@ def canonical_patches(
     space = Workspace.create(tmp_path_factory.mktemp("canonical"), pinned_wheel)
     space.use_patches(raw_patches)
     space.ok("apply")
-    for path in space.patches.glob("*.patch"):
-        path.unlink()
-    space.ok("export")
+    space.ok("export")  # rewrites the raw files the tree was built from
     return space.patches

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +26,11 @@ TARGET = PIN.target
 BASE_COMMIT = "77d0a340eeba395927313aec72d46121ed15c978"
 
 
-def run(argv: list[str], cwd: Path | None = None, env: dict | None = None):
+def run(argv: list[str], cwd: Path | None = None, env: dict | None = None, preexec=None):
     """Run a command; return the completed process (text)."""
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, preexec_fn=preexec
+    )
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -62,11 +68,30 @@ class Workspace:
     def tree(self) -> Path:
         return self.build / "sglang"
 
-    def tool(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        """Run ``python3 -m sglpatch`` on this workspace."""
+    def tool(
+        self, *args: str, env: dict | None = None, preexec=None
+    ) -> subprocess.CompletedProcess:
+        """Run ``python3 -m sglpatch`` on this workspace (``preexec`` in the child)."""
         argv = [sys.executable, "-m", "sglpatch", "--build", str(self.build)]
         full_env = {**os.environ, **(env or {})}
-        return run([*argv, "--patches", str(self.patches), *args], cwd=ROOT, env=full_env)
+        argv += ["--patches", str(self.patches), *args]
+        return run(argv, cwd=ROOT, env=full_env, preexec=preexec)
+
+    def start(self, *args: str, env: dict | None = None) -> Running:
+        """Start ``python3 -m sglpatch`` in a session of its own (to signal it)."""
+        argv = [sys.executable, "-m", "sglpatch", "--build", str(self.build)]
+        argv += ["--patches", str(self.patches), *args]
+        log = self.root / f"run-{time.monotonic_ns()}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env={**os.environ, **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return Running(proc, log)
 
     def ok(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         """Run the tool and require success."""
@@ -134,6 +159,26 @@ def snapshot(repo: Path) -> dict:
     }
 
 
+def drop_root_powers() -> None:
+    """In a child: make root obey file modes as other users do (drop CAP_DAC_OVERRIDE,
+    CAP_DAC_READ_SEARCH and CAP_FOWNER from the bounding set before exec)."""
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for capability in (1, 2, 3):
+            if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def limit_file_size(limit: int):
+    """A preexec function: files the child writes stop at ``limit`` bytes (EFBIG),
+    which stands in for a full disk."""
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
     """The single ``sglpatch: error:`` line of a refused command."""
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
@@ -141,3 +186,107 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
     assert len(errors) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     return errors[0]
+
+
+@dataclass
+class Running:
+    """The tool running in the background; its output goes to ``log``."""
+
+    proc: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float = 120) -> int:
+        return self.proc.wait(timeout)
+
+    def signal(self, signum: int, group: bool = False) -> None:
+        """Send ``signum`` to the tool alone, or to its whole process group (as a
+        terminal's Ctrl-C does, or a kill of the job)."""
+        if group:
+            os.killpg(self.proc.pid, signum)
+        else:
+            self.proc.send_signal(signum)
+
+
+def wait_until(predicate, timeout: float = 60, what: str = "condition") -> None:
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@dataclass
+class Gate:
+    """A point where a run stops until released: a git hook, or a ``git`` shim on
+    PATH, that waits once ``armed`` (on its ``count``-th call) for ``go``."""
+
+    folder: Path
+
+    @classmethod
+    def create(cls, folder: Path) -> Gate:
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder)
+
+    def script(self, then: str = "exit 0") -> str:
+        """A shell script that waits at the gate when armed, then runs ``then``."""
+        gate = self.folder
+        return f"""#!/bin/sh
+if [ -e '{gate}/armed' ]; then
+    n=$(cat '{gate}/armed')
+    if [ "$n" -gt 1 ]; then
+        echo $((n - 1)) > '{gate}/armed'
+    else
+        rm -f '{gate}/armed'
+        : > '{gate}/inside'
+        i=0
+        while [ ! -e '{gate}/go' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
+    fi
+fi
+{then}
+"""
+
+    def hook(self, repo: Path, name: str) -> None:
+        """Install the gate as hook ``name`` of ``repo`` (hooks of all its worktrees)."""
+        hooks = Path(git(repo, "rev-parse", "--git-common-dir"))
+        hooks = (hooks if hooks.is_absolute() else repo / hooks) / "hooks"
+        hooks.mkdir(exist_ok=True)
+        (hooks / name).write_text(self.script())
+        (hooks / name).chmod(0o755)
+
+    def git_shim(self, pattern: str) -> dict:
+        """An environment whose ``git`` waits at the gate before a call whose
+        arguments contain the word ``pattern``."""
+        real = shutil.which("git")
+        wait = self.script(then=":").removeprefix("#!/bin/sh\n")
+        shim = self.folder / "bin" / "git"
+        shim.parent.mkdir(exist_ok=True)
+        shim.write_text(
+            f'#!/bin/sh\ncase " $* " in *" {pattern} "*)\n{wait};;\nesac\nexec {real} "$@"\n'
+        )
+        shim.chmod(0o755)
+        return {"PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def arm(self, count: int = 1) -> None:
+        (self.folder / "armed").write_text(f"{count}\n")
+        (self.folder / "go").unlink(missing_ok=True)
+        (self.folder / "inside").unlink(missing_ok=True)
+
+    def wait_inside(self, running: Running | None = None, timeout: float = 60) -> None:
+        def inside() -> bool:
+            if running is not None and running.proc.poll() is not None:
+                raise AssertionError(f"the run ended before the gate: {running.output()}")
+            return (self.folder / "inside").exists()
+
+        wait_until(inside, timeout, "the run to reach the gate")
+
+    def release(self) -> None:
+        (self.folder / "go").write_text("")
+
+
+def interrupt(running: Running, signum: int) -> None:
+    """Stop a run as a user would: Ctrl-C and SIGKILL hit the whole job, SIGTERM and
+    SIGHUP the tool alone (``kill PID``, a closed terminal)."""
+    running.signal(signum, group=signum in (signal.SIGINT, signal.SIGKILL))

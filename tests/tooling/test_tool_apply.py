@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from sgltest import (
     BASE_COMMIT,
     PIN,
     TARGET,
     Workspace,
     commit_all,
+    drop_root_powers,
     edit_target,
     git,
+    limit_file_size,
     one_error_line,
     run,
     write_series,
@@ -119,6 +124,7 @@ def test_changed_patch_rebuilds(workspace: Workspace, raw_patches: Path):
     assert git(workspace.tree, "rev-list", "--count", "base/v0.5.12..") == "3"
 
 
+@pytest.mark.bad_input
 def test_failing_patch_leaves_last_good_commit(workspace: Workspace, raw_patches: Path):
     names = workspace.use_patches(raw_patches)
     bad = workspace.patches / names[1]
@@ -141,6 +147,7 @@ def test_failing_patch_leaves_last_good_commit(workspace: Workspace, raw_patches
     assert git(tree, "rev-list", "--count", "base/v0.5.12..") == "3"
 
 
+@pytest.mark.bad_input
 def test_local_commits_are_kept_and_protected(workspace: Workspace, raw_patches: Path):
     names = workspace.use_patches(raw_patches)
     workspace.ok("apply")
@@ -156,6 +163,7 @@ def test_local_commits_are_kept_and_protected(workspace: Workspace, raw_patches:
     assert workspace.head() == head
 
 
+@pytest.mark.bad_input
 def test_checksum_mismatch_is_refused_and_nothing_deleted(workspace: Workspace):
     cached = workspace.build / "cache" / PIN.wheel
     cached.unlink()
@@ -172,6 +180,7 @@ def test_checksum_mismatch_is_refused_and_nothing_deleted(workspace: Workspace):
     assert not workspace.tree.exists()
 
 
+@pytest.mark.bad_input
 def test_pip_failure_names_package_version_and_file(workspace: Workspace):
     (workspace.build / "cache" / PIN.wheel).unlink()
     error = one_error_line(workspace.tool("apply"))
@@ -179,11 +188,13 @@ def test_pip_failure_names_package_version_and_file(workspace: Workspace):
     assert "No matching distribution" in error or "satisfies the requirement" in error
 
 
+@pytest.mark.bad_input
 def test_unknown_source(workspace: Workspace):
     error = one_error_line(workspace.tool("apply", "--source", "tarball"))
     assert "unknown --source 'tarball'" in error
 
 
+@pytest.mark.bad_input
 def test_missing_git(workspace: Workspace, tmp_path: Path):
     empty = tmp_path / "nobin"
     empty.mkdir()
@@ -191,12 +202,14 @@ def test_missing_git(workspace: Workspace, tmp_path: Path):
     assert "git not found" in error
 
 
+@pytest.mark.bad_input
 def test_series_entry_without_file(workspace: Workspace):
     write_series(workspace.patches, ["0001-missing.patch"])
     error = one_error_line(workspace.tool("apply"))
     assert "0001-missing.patch is listed but" in error
 
 
+@pytest.mark.bad_input
 def test_foreign_build_tree_is_not_touched(workspace: Workspace):
     workspace.tree.mkdir(parents=True)
     (workspace.tree / "mine.txt").write_text("x")
@@ -205,6 +218,7 @@ def test_foreign_build_tree_is_not_touched(workspace: Workspace):
     assert (workspace.tree / "mine.txt").read_text() == "x"
 
 
+@pytest.mark.bad_input
 def test_cli_usage_errors_are_one_line(workspace: Workspace):
     error = one_error_line(workspace.tool("frobnicate"))
     assert "invalid choice" in error
@@ -223,6 +237,7 @@ def test_tree_path_overrides(workspace: Workspace, tmp_path: Path):
     assert trees.patched == (workspace.build / "sglang" / "python").resolve()
 
 
+@pytest.mark.bad_input
 def test_rebasing_a_failed_patch_then_export(workspace: Workspace, raw_patches: Path):
     """The maintainer's flow after a conflict: git am -3 the rest, resolve, export."""
     names = workspace.use_patches(raw_patches)
@@ -238,7 +253,76 @@ def test_rebasing_a_failed_patch_then_export(workspace: Workspace, raw_patches: 
     for name in names:  # what the message says to do, with the original patch
         patch = raw_patches / name
         assert run(["git", "am", "-3", str(patch)], cwd=workspace.tree).returncode == 0
+        if name == names[0]:  # apply meanwhile leaves that work alone, and says so
+            assert "patches unchanged, tree left as is" in workspace.ok("apply").stderr
     workspace.ok("export")
     assert len(list(workspace.patches.glob("*.patch"))) == 3
     assert "up to date" in workspace.ok("apply").stderr
     workspace.ok("check-patches")
+
+
+@pytest.mark.bad_input
+def test_wheel_whose_target_is_not_the_pinned_blob(workspace: Workspace):
+    """A wheel that matches the pin's sha256 (the pin was edited) but whose target
+    file is another blob: refused, as the git source is."""
+    cached = workspace.build / "cache" / PIN.wheel
+    cached.unlink()
+    with zipfile.ZipFile(cached, "w") as archive:
+        archive.writestr("sglang/__init__.py", "")
+        archive.writestr(TARGET.removeprefix("python/"), "# not the release\n")
+    sha = hashlib.sha256(cached.read_bytes()).hexdigest()
+    pin = workspace.patches / "base.toml"
+    pin.write_text(pin.read_text().replace(PIN.wheel_sha256, sha))
+    error = one_error_line(workspace.tool("apply"))
+    assert TARGET in error and PIN.target_blob in error and "target_blob disagree" in error
+    assert not workspace.tree.exists()
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("kind", ["series-not-utf8", "series-folder", "pin-folder"])
+def test_unreadable_inputs_are_one_line(workspace: Workspace, kind: str):
+    if kind == "series-not-utf8":
+        (workspace.patches / "series").write_bytes(b"0001-caf\xe9.patch\n")
+        expected = "is not UTF-8 text (line 1)"
+    elif kind == "series-folder":
+        (workspace.patches / "series").mkdir()
+        expected = "series is not a file"
+    else:
+        (workspace.patches / "base.toml").unlink()
+        (workspace.patches / "base.toml").mkdir()
+        expected = "cannot be read: Is a directory"
+    assert expected in one_error_line(workspace.tool("apply"))
+
+
+def _root_obeys_modes(folder: Path) -> bool:
+    """Whether a child (root without its override powers) cannot write to ``folder``."""
+    probe = [sys.executable, "-c", f"open({str(folder / 'p')!r}, 'w')"]
+    try:
+        return run(probe, preexec=drop_root_powers).returncode != 0
+    except (OSError, subprocess.SubprocessError):  # the powers could not be dropped
+        return False
+
+
+@pytest.mark.bad_input
+def test_read_only_cache(workspace: Workspace):
+    cache = workspace.build / "cache"
+    (cache / PIN.wheel).unlink()
+    cache.chmod(0o555)
+    try:
+        if not _root_obeys_modes(cache):
+            pytest.skip("this user writes to read-only folders")
+        proc = workspace.tool("apply", preexec=drop_root_powers)
+    finally:
+        cache.chmod(0o755)
+    error = one_error_line(proc)
+    assert "Permission denied" in error and str(cache) in error and "make it writable" in error
+    assert not workspace.tree.exists() and list(cache.iterdir()) == []
+
+
+@pytest.mark.bad_input
+def test_full_disk(workspace: Workspace):
+    """Writes stop at 256 KiB (RLIMIT_FSIZE: EFBIG, as ENOSPC would): one line,
+    and no half-made tree is left."""
+    error = one_error_line(workspace.tool("apply", preexec=limit_file_size(256 << 10)))
+    assert "File too large" in error and "free some space" in error
+    assert sorted(p.name for p in workspace.build.iterdir()) == [".sglpatch.lock", "cache"]

@@ -93,6 +93,7 @@ def test_install_sh_unpacks_trees_and_wheels(built: Layout, bundle: Path, tmp_pa
     assert _install(bundle, host).returncode == 0  # idempotent
 
 
+@pytest.mark.bad_input
 def test_install_sh_refuses_a_damaged_bundle(bundle: Path, tmp_path: Path):
     wheel = bundle / "wheels" / "demo_pkg-1.0-py3-none-any.whl"
     wheel.write_bytes(wheel.read_bytes() + b"x")
@@ -104,6 +105,7 @@ def test_install_sh_refuses_a_damaged_bundle(bundle: Path, tmp_path: Path):
     assert not (tmp_path / "host" / "build").exists()
 
 
+@pytest.mark.bad_input
 def test_install_sh_refuses_unsafe_tar_entries(bundle: Path, tmp_path: Path):
     evil = io.BytesIO()
     with tarfile.open(fileobj=evil, mode="w:gz") as archive:
@@ -117,5 +119,6 @@ def test_install_sh_refuses_unsafe_tar_entries(bundle: Path, tmp_path: Path):
     assert not list(tmp_path.rglob("escape.txt"))
 
 
+@pytest.mark.bad_input
 def test_bundle_needs_a_build_tree(workspace: Workspace):
     assert "run `make apply` first" in one_error_line(workspace.tool("bundle"))

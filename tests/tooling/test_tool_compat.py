@@ -82,6 +82,7 @@ def test_check_upstream_with_an_empty_series(workspace: Workspace, pinned_wheel)
     assert "(the series is empty)" in out
 
 
+@pytest.mark.bad_input
 def test_check_upstream_tampered_cache_is_refused(workspace: Workspace, pinned_wheel):
     cache = workspace.build / "cache" / "upstream"
     cache.mkdir(parents=True)
@@ -95,11 +96,13 @@ def test_check_upstream_tampered_cache_is_refused(workspace: Workspace, pinned_w
     assert "checksum mismatch" in error and wheel.name in error
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("version", ["0.5", "v0.5.13", "latest"])
 def test_check_upstream_bad_version(workspace: Workspace, version: str):
     assert "bad version" in one_error_line(workspace.tool("check-upstream", "--version", version))
 
 
+@pytest.mark.bad_input
 def test_check_upstream_pip_failure_names_the_release(workspace: Workspace):
     error = one_error_line(workspace.tool("check-upstream", "--version", "0.0.1"))
     assert "pip could not fetch sglang==0.0.1" in error and "cp311" in error
@@ -122,3 +125,28 @@ def test_classifier_tries_a_three_way_merge(tmp_path: Path, pinned_wheel, canoni
     assert "hunk #1 of 1" in verdicts[0].detail
     merged = (tree / TARGET).read_text()
     assert "# release note" in merged and "# [perf] used by the page math" in merged
+
+
+@pytest.mark.bad_input
+def test_check_upstream_refuses_a_wheel_without_an_index_sha256(workspace: Workspace, pinned_wheel):
+    cache = workspace.build / "cache" / "upstream"
+    cache.mkdir(parents=True)
+    wheel = _release_wheel(cache, pinned_wheel)
+    remember(cache, Wheel(f"sglang=={VERSION}", wheel, "", "index"), release_target(PIN))
+    proc = workspace.tool("check-upstream", "--version", VERSION)
+    error = one_error_line(proc)
+    assert "no sha256" in error and wheel.name in error and proc.stdout == ""
+
+
+@pytest.mark.bad_input
+def test_check_upstream_with_a_damaged_index_record(workspace: Workspace, pinned_wheel):
+    cache = workspace.build / "cache" / "upstream"
+    cache.mkdir(parents=True)
+    wheel = _release_wheel(cache, pinned_wheel)
+    remember(
+        cache, Wheel(f"sglang=={VERSION}", wheel, sha256_file(wheel), "index"), release_target(PIN)
+    )
+    for record in (cache / "resolved").glob("*.json"):
+        record.write_text('{"filename": ')
+    error = one_error_line(workspace.tool("check-upstream", "--version", VERSION))
+    assert f"pip could not fetch sglang=={VERSION}" in error

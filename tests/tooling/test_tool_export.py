@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from sgltest import TARGET, Workspace, commit_all, edit_target, git, write_series
+from sgltest import (
+    TARGET,
+    Workspace,
+    commit_all,
+    edit_target,
+    git,
+    one_error_line,
+    run,
+    write_series,
+)
 
 
 def _patch_bytes(directory: Path) -> dict[str, bytes]:
@@ -59,15 +69,176 @@ def test_raw_patches_survive_the_round_trip(workspace, raw_patches, canonical_pa
     assert workspace.head() == raw_head
 
 
-def test_export_removes_stale_patches_only(workspace: Workspace, canonical_patches: Path):
-    workspace.use_patches(canonical_patches)
+def test_export_removes_the_patch_of_a_dropped_commit(workspace, canonical_patches):
+    names = workspace.use_patches(canonical_patches)
     workspace.ok("apply")
     (workspace.patches / "README.md").write_text("notes")
-    (workspace.patches / "0009-old.patch").write_text("stale")
-    workspace.ok("export")
-    assert not (workspace.patches / "0009-old.patch").exists()
+    git(workspace.tree, "reset", "-q", "--hard", "HEAD~1")
+    assert f"removed {names[2]}" in workspace.ok("export").stderr
+    assert _entries(workspace.patches) == names[:2]
+    assert not (workspace.patches / names[2]).exists()
     assert (workspace.patches / "README.md").read_text() == "notes"
     assert (workspace.patches / "base.toml").exists()
+
+
+def _all_bytes(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.mark.bad_input
+def test_export_refuses_an_unlisted_patch_file(workspace: Workspace, canonical_patches: Path):
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    (workspace.patches / "0009-old.patch").write_text("not listed, maybe mine")
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert "0009-old.patch is in" in error and "not listed in series" in error
+    assert _all_bytes(workspace.patches) == before
+
+
+@pytest.mark.bad_input
+def test_export_refuses_a_patch_added_by_hand(workspace: Workspace, canonical_patches: Path):
+    """patches/ gained a patch (listed in series) that build/sglang never saw, and the
+    tree has a commit of its own: apply and export both refuse, nothing is lost."""
+    names = workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    edit_target(workspace.tree, "import logging\n", "import logging  # tree work\n")
+    commit_all(workspace.tree, "Eve <eve@example.com>", "[perf] Tree work", "2026-07-01T00:00Z")
+    head = workspace.head()
+    extra = (canonical_patches / names[2]).read_text().replace("note module", "hand note")
+    (workspace.patches / "0004-x.patch").write_text(extra)
+    write_series(workspace.patches, [*names, "0004-x.patch"])
+    before = _all_bytes(workspace.patches)
+    advice = one_error_line(workspace.tool("apply"))
+    assert "1 commit(s) not in patches/" in advice and "git stash -- patches" in advice
+    error = one_error_line(workspace.tool("export"))
+    assert "was not built from" in error and "would overwrite that change" in error
+    assert _all_bytes(workspace.patches) == before
+    assert workspace.head() == head
+
+
+@pytest.mark.bad_input
+def test_export_refuses_a_hand_edited_patch(workspace: Workspace, canonical_patches: Path):
+    names = workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    patch = workspace.patches / names[1]
+    patch.write_text(patch.read_text().replace("Add a helper", "Add a better helper", 1))
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert "make apply" in error and "would overwrite that change" in error
+    assert _all_bytes(workspace.patches) == before
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("case", ["uncommitted", "rebase", "am", "other-branch"])
+def test_export_refuses_unfinished_work(workspace: Workspace, canonical_patches: Path, case):
+    names = workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    tree = workspace.tree
+    if case == "uncommitted":
+        edit_target(tree, "import logging\n", "import logging  # not committed\n")
+        expected = [f"uncommitted changes to {TARGET}", "git commit --amend"]
+    elif case == "rebase":
+        env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/"}
+        assert run(["git", "rebase", "-q", "-i", "base/v0.5.12"], cwd=tree, env=env).returncode == 0
+        expected = ["in the middle of a rebase", "git rebase --continue"]
+    elif case == "am":
+        patch = canonical_patches / names[0]
+        assert run(["git", "am", "-q", str(patch)], cwd=tree).returncode != 0
+        expected = ["in the middle of a git am", "git am --abort"]
+    else:
+        git(tree, "switch", "-q", "-c", "other")
+        edit_target(tree, "import logging\n", "import logging  # other\n")
+        commit_all(tree, "Eve <eve@example.com>", "[perf] Other", "2026-07-01T00:00Z")
+        expected = ["is on branch other, not on patched", "git switch patched"]
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert all(text in error for text in expected), error
+    assert _all_bytes(workspace.patches) == before
+
+
+def _commit_message(tree: Path, message: str, author: str = "Eve <eve@example.com>") -> str:
+    with (tree / "python/sglang/sglpatch_round_trip.txt").open("a") as handle:
+        handle.write(message)
+    name, email = author.split(" <")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+        "GIT_AUTHOR_DATE": "2026-07-01T12:00:00+02:00",
+    }
+    assert run(["git", "add", "-A"], cwd=tree).returncode == 0
+    proc = run(["git", "commit", "-q", "--cleanup=verbatim", "-m", message], cwd=tree, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return git(tree, "rev-parse", "HEAD")
+
+
+_UNREADABLE = {
+    "re-subject": (
+        "Re: [PATCH v2] Tune the fill\n",
+        "would read its subject back as 'Tune the fill'",
+    ),
+    "dashes-in-body": (
+        "[perf] Tune the fill\n\nWhy:\n---\nthis part would be lost\n",
+        "would cut or reflow its message",
+    ),
+    "empty": ("[perf] Nothing\n", "changes no file"),
+}
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("case", sorted(_UNREADABLE))
+def test_export_refuses_what_git_am_cannot_read_back(workspace, canonical_patches, case):
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    message, reason = _UNREADABLE[case]
+    if case == "empty":
+        git(workspace.tree, "commit", "-q", "--allow-empty", "-m", message)
+        commit = workspace.head()
+    else:
+        commit = _commit_message(workspace.tree, message)
+    before = _all_bytes(workspace.patches)
+    error = one_error_line(workspace.tool("export"))
+    assert f"commit {commit[:12]}" in error and reason in error and "git rebase -i" in error
+    assert _all_bytes(workspace.patches) == before
+    assert "would not survive" in one_error_line(workspace.tool("check-patches"))
+
+
+def _commits(tree: Path) -> list[str]:
+    fmt = "--format=%T %an <%ae> %ad%n%B%x00"
+    return git(tree, "log", "--reverse", "--date=raw", fmt, "base/v0.5.12..patched").split("\0")
+
+
+def test_export_and_apply_are_inverses(
+    workspace, canonical_patches, tmp_path_factory, pinned_wheel
+):
+    """Unusual commits that git am reads back survive export + apply exactly; the
+    ones it does not are refused, never written."""
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    tree = workspace.tree
+    _commit_message(tree, "[perf][v2] Tüne the fill (EAGLE) for 'all' paths\n", "Jöhn Dœ <j@x.org>")
+    _commit_message(tree, "[fix] A subject well over fifty-two characters, which gets cut\n")
+    _commit_message(tree, "[doc] Body lines\n\ndiff is a word here; -- and - - - are not\n\nA: b\n")
+    (tree / "python/sglang/blob.bin").write_bytes(bytes(range(256)) * 4)
+    _commit_message(tree, "[feat] Add a binary file\n")
+    good = workspace.head()
+    _commit_message(tree, _UNREADABLE["re-subject"][0])
+    _commit_message(tree, _UNREADABLE["dashes-in-body"][0])
+    error = one_error_line(workspace.tool("export"))
+    assert error.count("commit ") == 2 and "2 commit(s)" in error
+    git(tree, "reset", "-q", "--hard", good)
+    workspace.ok("export")
+    exported = _patch_bytes(workspace.patches)
+    assert len(exported) == 7
+    again = Workspace.create(tmp_path_factory.mktemp("inverse"), pinned_wheel)
+    again.use_patches(workspace.patches)
+    again.ok("apply")
+    assert _commits(again.tree) == _commits(tree)
+    again.ok("export")
+    assert _patch_bytes(again.patches) == exported
+    assert _entries(again.patches) == _entries(workspace.patches) == list(exported)
+    again.ok("check-patches")
 
 
 def test_export_picks_up_new_commits(workspace: Workspace, canonical_patches: Path):
@@ -98,6 +269,7 @@ def _failed(workspace: Workspace) -> str:
     return proc.stderr
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("case", ["missing", "unlisted", "duplicate"])
 def test_check_patches_finds_series_problems(workspace, canonical_patches, case):
     names = workspace.use_patches(canonical_patches)
@@ -114,6 +286,7 @@ def test_check_patches_finds_series_problems(workspace, canonical_patches, case)
     assert expected in _failed(workspace)
 
 
+@pytest.mark.bad_input
 def test_check_patches_finds_a_patch_that_is_not_canonical(workspace, raw_patches):
     names = workspace.use_patches(raw_patches)
     workspace.ok("apply")
@@ -122,6 +295,7 @@ def test_check_patches_finds_a_patch_that_is_not_canonical(workspace, raw_patche
     assert "make apply export" in err
 
 
+@pytest.mark.bad_input
 def test_check_patches_finds_unexported_commits(workspace, canonical_patches):
     workspace.use_patches(canonical_patches)
     workspace.ok("apply")
@@ -130,6 +304,7 @@ def test_check_patches_finds_unexported_commits(workspace, canonical_patches):
     assert "0004-perf-New-work.patch: a fresh export adds it" in _failed(workspace)
 
 
+@pytest.mark.bad_input
 def test_check_patches_needs_a_current_build(workspace, canonical_patches):
     names = workspace.use_patches(canonical_patches)
     workspace.ok("apply")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 from sgltest import (
     TARGET,
+    Gate,
     Workspace,
     commit_all,
     edit_target,
     git,
+    interrupt,
     one_error_line,
     run,
     snapshot,
@@ -72,20 +75,23 @@ def test_fork_apply_makes_a_new_branch(series_space: Workspace, fork: Path):
     assert (fork / NEW_FILE).is_file()
 
 
+@pytest.mark.bad_input
 def test_fork_dirty_tree_is_refused(series_space: Workspace, fork: Path):
     edit_target(fork, "import math\n", "import math  # wip\n")
     assert "uncommitted changes" in _refused(series_space, fork)
 
 
+@pytest.mark.bad_input
 def test_fork_not_a_checkout(series_space: Workspace, tmp_path: Path):
     plain = tmp_path / "plain"
     plain.mkdir()
     error = one_error_line(series_space.tool("apply", "--sglang-dir", str(plain)))
-    assert "is not a git checkout" in error
+    assert "is not the root of a git checkout" in error
     error = one_error_line(series_space.tool("apply", "--sglang-dir", str(tmp_path / "nope")))
     assert "is not a directory" in error
 
 
+@pytest.mark.bad_input
 def test_fork_not_an_sglang_checkout(series_space: Workspace, tmp_path: Path):
     other = tmp_path / "other"
     other.mkdir()
@@ -95,6 +101,7 @@ def test_fork_not_an_sglang_checkout(series_space: Workspace, tmp_path: Path):
     assert "is not an SGLang checkout" in _refused(series_space, other)
 
 
+@pytest.mark.bad_input
 def test_fork_with_a_different_target_lists_failing_patches(series_space, fork):
     edit_target(fork, "import math\n", "import math as _math\n")
     commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
@@ -117,20 +124,97 @@ def test_fork_three_way_merges_a_distant_change(series_space: Workspace, fork: P
     assert "Backend):  # fork" in text and "def sglpatch_helper" in text
 
 
+@pytest.mark.bad_input
 def test_fork_existing_branch_is_refused(series_space: Workspace, fork: Path):
     git(fork, "branch", BRANCH)
     assert "already exists" in _refused(series_space, fork)
 
 
+@pytest.mark.bad_input
 def test_fork_checkout_collision_deletes_the_new_branch(series_space, fork: Path):
     (fork / NEW_FILE).write_text("my untracked file\n")
     assert "could not check out" in _refused(series_space, fork)
     assert (fork / NEW_FILE).read_text() == "my untracked file\n"
 
 
+@pytest.mark.bad_input
 def test_fork_am_in_progress_is_refused(series_space, fork: Path, canonical_patches):
     edit_target(fork, "import math\n", "import math as _math\n")
     commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
     patch = canonical_patches / "0001-perf-Skip-a-needless-fill.patch"
     assert run(["git", "am", str(patch)], cwd=fork).returncode != 0
     assert "in the middle of a git am" in _refused(series_space, fork)
+
+
+@pytest.mark.bad_input
+def test_fork_folder_inside_another_checkout_is_refused(series_space: Workspace, fork: Path):
+    """A folder without .git inside an SGLang checkout (build/sglang that lost its
+    .git, say): git must not find the checkout around it and apply there."""
+    inner = fork / "build" / "sglang"
+    inner.mkdir(parents=True)
+    before = snapshot(fork)
+    error = one_error_line(series_space.tool("apply", "--sglang-dir", str(inner)))
+    assert f"{inner} is not the root of a git checkout" in error
+    assert snapshot(fork) == before
+
+
+@pytest.mark.bad_input
+def test_fork_failing_post_checkout_hook_is_reported_as_it_is(series_space, fork: Path):
+    """The hook fails after git switched branches: the error says the branch is
+    checked out (it is), never that nothing was changed."""
+    hook = fork / ".git" / "hooks" / "post-checkout"
+    hook.write_text(
+        "#!/bin/sh\n"
+        '[ "$3" = 1 ] && [ "$1" != 0000000000000000000000000000000000000000 ] &&'
+        ' { echo "post-checkout: branch switches are not allowed here" >&2; exit 1; }\n'
+        "exit 0\n"
+    )
+    hook.chmod(0o755)
+    error = one_error_line(series_space.tool("apply", "--sglang-dir", str(fork)))
+    assert "nothing was changed" not in error
+    assert f"is now on the new branch {BRANCH} (+3 commit(s))" in error
+    assert "branch switches are not allowed here" in error
+    assert f"git checkout main && git branch -D {BRANCH}" in error
+    assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert len(git(fork, "worktree", "list").splitlines()) == 1
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_fork_apply_interrupted_cleans_up(series_space, fork: Path, tmp_path: Path, signum):
+    """Stopped inside git am in the scratch worktree: that worktree is removed, the
+    checkout is as it was."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    gate = Gate.create(tmp_path / "gate")
+    gate.hook(fork, "pre-applypatch")
+    gate.arm(2)
+    before = snapshot(fork)
+    running = series_space.start("apply", "--sglang-dir", str(fork), env={"TMPDIR": str(scratch)})
+    gate.wait_inside(running)
+    interrupt(running, signum)
+    code = running.wait()
+    gate.release()
+    assert code == 128 + signum and f"interrupted by {signum.name}" in running.output()
+    assert snapshot(fork) == before
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.bad_input
+def test_fork_apply_after_a_kill_removes_the_scratch_worktree(series_space, fork, tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    gate = Gate.create(tmp_path / "gate")
+    gate.hook(fork, "pre-applypatch")
+    gate.arm(2)
+    env = {"TMPDIR": str(scratch)}
+    running = series_space.start("apply", "--sglang-dir", str(fork), env=env)
+    gate.wait_inside(running)
+    interrupt(running, signal.SIGKILL)
+    running.wait()
+    gate.release()
+    assert len(git(fork, "worktree", "list").splitlines()) == 2  # the killed run's
+    series_space.ok("apply", "--sglang-dir", str(fork), env=env)
+    assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert len(git(fork, "worktree", "list").splitlines()) == 1
+    assert list(scratch.iterdir()) == []

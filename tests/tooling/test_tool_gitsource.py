@@ -5,6 +5,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import pytest
 from sgltest import BASE_COMMIT, PIN, TARGET, Workspace, commit_all, git, one_error_line
 
 
@@ -44,6 +45,7 @@ def test_git_source_builds_from_the_tag(workspace: Workspace, canonical_patches,
     assert git(tree, "rev-parse", "base/v0.5.12") == BASE_COMMIT
 
 
+@pytest.mark.bad_input
 def test_git_source_with_another_blob_is_refused(workspace: Workspace, pinned_wheel):
     bare = _bare_upstream(workspace.root / "up", pinned_wheel, extra=b"# changed\n")
     error = one_error_line(
@@ -54,6 +56,7 @@ def test_git_source_with_another_blob_is_refused(workspace: Workspace, pinned_wh
     assert list((workspace.build / "cache").glob("git-*.git.bad-*"))
 
 
+@pytest.mark.bad_input
 def test_git_source_unreachable_url(workspace: Workspace, tmp_path: Path):
     env = {"SGLPATCH_GIT_URL": str(tmp_path / "nowhere.git")}
     error = one_error_line(workspace.tool("apply", "--source", "git", env=env))

@@ -66,6 +66,7 @@ def test_lint_fails_when_a_hook_fails(linted: Workspace, fake_pre_commit):
     assert proc.returncode == 1 and "pre-commit exited 3" in proc.stderr
 
 
+@pytest.mark.bad_input
 def test_lint_missing_pre_commit(linted: Workspace, tmp_path: Path):
     proc = linted.tool("lint-patched", "--pre-commit", str(tmp_path / "none"))
     assert "pre-commit not found" in one_error_line(proc)

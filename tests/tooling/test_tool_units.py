@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sgltest import PIN, ROOT
 
-from sglpatch import series
+from sglpatch import pipfetch, safezip, series
 from sglpatch.bundle import read_requirements
 from sglpatch.digest import git_blob_id
 from sglpatch.errors import UserError
@@ -61,6 +61,7 @@ def test_real_pin_loads():
         (('target_blob = "', '#target_blob = "'), "lacks target_blob"),
     ],
 )
+@pytest.mark.bad_input
 def test_bad_pin_is_refused(tmp_path: Path, edit, message):
     text = PIN.raw.decode().replace(*edit)
     (tmp_path / "base.toml").write_text(text)
@@ -68,6 +69,33 @@ def test_bad_pin_is_refused(tmp_path: Path, edit, message):
         load_pin(tmp_path / "base.toml")
 
 
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("wheel", "sglang-0.5.12-/../../../outside.whl", "is not a wheel file name"),
+        ("wheel", "sglang-0.5.12-cp311-cp311-x/../../y.whl", "is not a wheel file name"),
+        ("target", "python/../../etc/passwd", "is not a relative path"),
+        ("target", "/etc/passwd", "is not a relative path"),
+        ("tag", "--upload-pack=touch x", "is not a plain tag name"),
+        ("repository", "--upload-pack=touch x", "is not a URL"),
+    ],
+)
+def test_pin_names_cannot_leave_their_place(tmp_path: Path, field, value, message):
+    old = getattr(PIN, field)
+    (tmp_path / "base.toml").write_text(PIN.raw.decode().replace(f'"{old}"', f'"{value}"'))
+    with pytest.raises(UserError, match=message):
+        load_pin(tmp_path / "base.toml")
+
+
+@pytest.mark.bad_input
+def test_pin_file_that_is_a_folder(tmp_path: Path):
+    (tmp_path / "base.toml").mkdir()
+    with pytest.raises(UserError, match="cannot be read"):
+        load_pin(tmp_path / "base.toml")
+
+
+@pytest.mark.bad_input
 @pytest.mark.parametrize("version", ["0.5", "latest", "0.5.13; rm -rf /", ""])
 def test_bad_version_is_refused(version):
     with pytest.raises(UserError, match="bad version"):
@@ -83,10 +111,24 @@ def test_series_parsing_ignores_comments_and_blanks(tmp_path: Path):
     assert series.load(tmp_path).names == ("0001-a.patch", "0002-b.patch")
 
 
+@pytest.mark.bad_input
+@pytest.mark.parametrize("kind", ["not-utf8", "folder"])
+def test_unreadable_series_is_one_user_error(tmp_path: Path, kind: str):
+    if kind == "folder":
+        (tmp_path / "series").mkdir()
+        message = "is not a file"
+    else:
+        (tmp_path / "series").write_bytes(b"# ok\n0001-caf\xe9.patch\n")
+        message = "is not UTF-8 text \\(line 2\\)"
+    with pytest.raises(UserError, match=message):
+        series.load(tmp_path)
+
+
 def test_series_absent_is_empty(tmp_path: Path):
     assert len(series.load(tmp_path)) == 0
 
 
+@pytest.mark.bad_input
 def test_series_problems_are_all_listed(tmp_path: Path):
     (tmp_path / "0001-a.patch").write_text("x")
     (tmp_path / "0003-c.patch").write_text("x")
@@ -117,6 +159,7 @@ def _zip(path: Path, entries: dict[str, bytes], links: tuple[str, ...] = ()) -> 
     "bad",
     ["sglang/../../x", "../x", "/etc/evil", "sglang/..\\..\\x", "C:/x"],
 )
+@pytest.mark.bad_input
 def test_unsafe_zip_entries_are_refused(tmp_path: Path, bad: str):
     wheel = _zip(tmp_path / "w.whl", {"sglang/ok.py": b"1", bad: b"evil"})
     dest = tmp_path / "dest"
@@ -126,6 +169,67 @@ def test_unsafe_zip_entries_are_refused(tmp_path: Path, bad: str):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.bad_input
+@pytest.mark.parametrize("alias", ["sglang//a.py", "sglang/./a.py", "./sglang/a.py"])
+def test_zip_names_that_would_collapse_are_refused(tmp_path: Path, alias: str):
+    wheel = _zip(tmp_path / "w.whl", {"sglang/a.py": b"first", alias: b"second"})
+    with pytest.raises(UserError, match="not a canonical path"):
+        extract_package(wheel, "sglang", tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "names, message",
+    [
+        (["sglang/x", "sglang/x/y"], "is inside 'sglang/x', which is a file"),
+        (["sglang/x/y", "sglang/x"], "is both a file and a folder"),
+    ],
+    ids=["file-then-folder", "folder-then-file"],
+)
+def test_zip_entry_both_file_and_folder_is_refused(tmp_path: Path, names, message):
+    wheel = _zip(tmp_path / "w.whl", dict.fromkeys(names, b"x"))
+    with pytest.raises(UserError, match=message):
+        extract_package(wheel, "sglang", tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.bad_input
+def test_zip_bomb_is_refused_before_writing(tmp_path: Path):
+    """64 MiB of zeros deflate to 64 KiB: refused by the ratio limit, nothing written."""
+    wheel = tmp_path / "bomb.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("sglang/__init__.py", b"")
+        with archive.open("sglang/zeros.bin", "w", force_zip64=True) as out:
+            for _ in range(64):
+                out.write(bytes(1 << 20))
+    assert wheel.stat().st_size < 1 << 20
+    with pytest.raises(UserError, match="over 100:1"):
+        extract_package(wheel, "sglang", tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("limit, value", [("MAX_ENTRY_BYTES", 2000), ("MAX_TOTAL_BYTES", 4000)])
+def test_zip_size_limits(tmp_path: Path, monkeypatch, limit: str, value: int):
+    """Two 3000-byte entries: one is over an entry limit of 2000, both over 4000."""
+    noise = bytes((n * 7919) % 251 for n in range(3000))  # does not compress much
+    wheel = _zip(tmp_path / "w.whl", {"sglang/a.py": noise, "sglang/b.py": noise})
+    monkeypatch.setattr(safezip, limit, value, raising=False)
+    with pytest.raises(UserError, match="limit|more than"):
+        extract_package(wheel, "sglang", tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.bad_input
+def test_index_file_name_cannot_leave_the_cache():
+    report = {"metadata": {"name": "sglang"}, "download_info": {"url": "x"}}
+    report["download_info"]["url"] = "https://example.invalid/a%2F..%2F..%2Fevil.whl"
+    with pytest.raises(UserError, match="not a wheel file name"):
+        pipfetch._from_report("sglang==1.0", {"sglang": report})
+
+
+@pytest.mark.bad_input
 def test_symlink_zip_entry_is_refused(tmp_path: Path):
     wheel = _zip(tmp_path / "w.whl", {"sglang/ok.py": b"1"}, links=("sglang/link",))
     with pytest.raises(UserError, match="symbolic link"):
@@ -200,6 +304,7 @@ def test_gpu_requirements_are_pinned_once():
     assert "transformers==5.6.0" in reqs and "tokenizers==0.22.1" in reqs
 
 
+@pytest.mark.bad_input
 def test_unpinned_requirement_is_refused(tmp_path: Path):
     (tmp_path / "r.txt").write_text("orjson\n")
     with pytest.raises(UserError, match="not pinned"):

@@ -1,0 +1,40 @@
+"""Termination signals (SIGINT, SIGTERM, SIGHUP) as an exception, so cleanup runs."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was asked to stop by a signal; ``finally`` blocks still run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        """``SIGTERM`` and the like."""
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports a process killed by it."""
+        return 128 + self.signum
+
+
+def install() -> None:
+    """Turn each termination signal the process does not ignore into Interrupted."""
+    for signum in SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _raise)
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    """Raise Interrupted once; later signals are ignored so that cleanup can finish."""
+    for other in SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signum)
