@@ -10,8 +10,12 @@ from __future__ import annotations
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from mla_harness.records import ProbeResult
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -62,7 +66,7 @@ def plan(request) -> dict:
 
 
 @pytest.fixture(scope="session")
-def results(trees, plan, device) -> dict[str, dict]:
+def results(trees, plan, device) -> dict[str, ProbeResult]:
     """Probe output per tree: {"base": ..., "patched": ...}."""
     from mla_harness import probe
 
@@ -72,7 +76,7 @@ def results(trees, plan, device) -> dict[str, dict]:
         }
         out = {name: f.result() for name, f in futures.items()}
     for name in TREES:
-        assert Path(out[name]["sglang_file"]).is_relative_to(trees[name]), (
+        assert Path(out[name].sglang_file).is_relative_to(trees[name]), (
             "probe imported the wrong tree"
         )
     count = len(plan["scenarios"])

@@ -1,15 +1,17 @@
 """Seeded scenario generation for the differential and contract tests.
 
-Each scenario fixes the backends' setup (page size 32 or 64, 2..5 draft steps,
-topk 1, 2..8 draft tokens, a max batch size) and a few batches with sequence
-lengths on and around page boundaries and Triton block boundaries (4096
-tokens), batch sizes from 1 to max (so graph replays also run padded, with
-bs > raw_bs), and distinct, shuffled request-pool rows.
+Each scenario fixes the backends' setup (page size 32 or 64, 2..5 draft
+steps, topk 1, 2..8 draft tokens, a max batch size) and a few batches with
+sequence lengths on and around page boundaries and Triton block boundaries
+(4096 tokens), batch sizes from 1 to max (so graph replays also run padded,
+with bs > raw_bs), and distinct, shuffled request-pool rows.
 """
 
 from __future__ import annotations
 
 import random
+
+from .standin import Setup
 
 TRITON_BLOCK_TOKENS = 4096  # _FLASHMLA_CREATE_KV_BLOCK_SIZE in layers/attention/utils.py
 
@@ -28,7 +30,7 @@ def scenario(rng: random.Random, index: int, max_bs_cap: int = 6) -> dict:
     draft_tokens = rng.randint(2, 8)
     max_bs = rng.randint(1, max_bs_cap)
     context_len = rng.choice((1024, 2048, 8192))
-    reserve = max(draft_tokens, steps + 1) + 1
+    reserve = Setup(steps=steps, draft_tokens=draft_tokens).reserve
     lengths = boundary_lengths(page, context_len, reserve)
     rows = max_bs + 4
     batches = []

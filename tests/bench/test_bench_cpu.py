@@ -3,7 +3,8 @@
 Runs the benchmark's own entry point (both trees, separate processes, one run)
 at small sizes and asserts that the patched tree never launches, allocates or
 holds more than the base in any phase, and launches strictly less per EAGLE
-iteration. CPU timings measure the Triton interpreter and are not checked.
+iteration and per eager draft init. CPU timings measure the Triton
+interpreter and are not checked.
 """
 
 from __future__ import annotations
