@@ -5,11 +5,12 @@ from __future__ import annotations
 from .config import ACCEPT_LENGTH, SEED_TPOT_SAVING_MS
 
 REPLAY = ("draft_replay", "verify_replay", "extend_replay")  # one EAGLE iteration
-SHOWN = (*REPLAY, "iteration", "draft_eager")  # table rows per (context, bs)
-CHARTED = (*REPLAY, "draft_eager")
+SHOWN = (*REPLAY, "iteration", "draft_eager", "decode_replay")  # table rows per (context, bs)
+CHARTED = (*REPLAY, "draft_eager", "decode_replay")
 LADDER_COLUMNS = (
     ("iteration", ("host_us", "gpu_us", "launches")),
     ("draft_eager", ("host_us", "launches")),
+    ("decode_replay", ("host_us", "launches")),
 )
 MiB = 1024 * 1024
 
@@ -65,7 +66,9 @@ def markdown(result: dict, cfg: dict) -> str:
         "",
         "Host µs and launches: the metadata call on the host before the runner replays its "
         "graph. GPU µs: CUDA-event span of that call plus, where the captured forward does "
-        "metadata work of its own (0004 rebuilds there), a replay of that work as a graph.",
+        "metadata work of its own (0004 rebuilds there), a replay of that work as a graph. "
+        "decode_replay: plain decode without speculation (a server of its own; not part of "
+        "the iteration).",
         "",
         _row(
             "context",

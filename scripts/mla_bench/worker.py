@@ -2,9 +2,10 @@
 
 Per context length and batch size, after CUDA-graph capture (as the graph
 runners do it, ``mla_harness.driver``), each measurement of ``MEASUREMENTS``
-is taken: the replay call of each phase of one EAGLE iteration and the
-multi-step draft's eager ``init_forward_metadata``. Each is called
-``repeats`` times: host time (perf_counter around the call, median),
+is taken: the replay call of each phase of one EAGLE iteration, the multi-step
+draft's eager ``init_forward_metadata``, and the replay call of plain decode
+(no speculation: backends of its own, not part of the iteration). Each is
+called ``repeats`` times: host time (perf_counter around the call, median),
 GPU time (CUDA events around the call and, where the captured forward does
 metadata work of its own, a replay of a CUDA graph of that forward's attention
 layers with the attention kernel left out; median), and, from one counted
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from mla_harness.driver import PhaseDriver
 
 # The bench's phases: rows of mla_harness.phases.TABLE ("extend": --extend-mode).
-BENCH_PHASES = ("draft", "verify", "extend")
+BENCH_PHASES = ("draft", "verify", "extend", "decode")
 
 
 @dataclass
@@ -59,6 +60,7 @@ MEASUREMENTS = (
     ("verify_replay", "verify", replay),
     ("extend_replay", "extend", replay),
     ("draft_eager", "draft", eager),
+    ("decode_replay", "decode", replay),
 )
 
 

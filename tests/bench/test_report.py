@@ -1,4 +1,4 @@
-"""``report.compare``: iteration sums of the EAGLE phases, inputs left as given."""
+"""``report.compare``: iteration sums of the EAGLE phases only, inputs left as given."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def _run(scale):
         "verify_replay": _figures(10 * scale, 4 * scale),
         "extend_replay": _figures(1 * scale, 8 * scale),
         "draft_eager": _figures(1000 * scale, 10 * scale),
+        "decode_replay": _figures(7 * scale, 1 * scale),
     }
     memory = {"8": {"draft": {"bytes": 64 * scale}}}
     return {"rows": [{"context": 4096, "bs": 1, "phases": phases}], "memory": memory}
@@ -28,12 +29,13 @@ def test_compare_sums_the_iteration_and_leaves_its_inputs_alone():
     result = report.compare(base, patched)
     assert (base, patched) == before
     row = result["rows"][0]
-    assert row["base"]["iteration"]["launches"] == 2 * (3 + 4 + 8)
+    assert row["base"]["iteration"]["launches"] == 2 * (3 + 4 + 8)  # decode is not in it
     assert row["patched"]["iteration"]["host_us"] == 111
+    assert row["base"]["decode_replay"] == base["rows"][0]["phases"]["decode_replay"]
     assert report.regressions(result) == []
     assert report.regressions(report.compare(patched, base))  # the other way round regresses
     table = report.markdown(result, _config())
-    assert "| 4096 | 1 | draft_eager | 2000.0 | 1000.0 |" in table
+    assert "| 4096 | 1 | decode_replay | 14.0 | 7.0 |" in table
 
 
 def test_ladder_table_has_a_column_per_figure():
@@ -41,7 +43,7 @@ def test_ladder_table_has_a_column_per_figure():
     table = report.ladder_markdown([("+01 patch", result)], _config())
     header, rule, line = table.splitlines()
     assert header.count("|") == rule.count("|") == line.count("|")
-    assert "draft eager launches" in header and "| 20 -> 10 |" in line
+    assert "decode replay launches" in header and "| 2 -> 1 |" in line
 
 
 def _config():
