@@ -12,7 +12,7 @@ Modules, one job each:
 - ``phases``: the phase table (backend, ForwardMode, tokens, spec_info, layers,
   replay arguments of each phase: draft, decode, verify, draft extend v1 / v2).
 - ``driver``: the one driver of any phase: eager, capture, replay, forward.
-- ``scenarios``: seeded scenario generation.
+- ``scenarios``: seeded generated scenarios and named edge cases (``TEST_CASES``).
 - ``probe`` / ``records``: runs scenarios against one tree in its own process;
   what it returns, typed.
 - ``child``: one tree per process (child entry point, parent launcher) and the
