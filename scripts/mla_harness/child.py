@@ -37,6 +37,8 @@ def enter(args: argparse.Namespace) -> None:
     """Make ``args.tree``'s sglang the one imported (before anything imports it)."""
     from . import replacements
 
+    if not (args.tree / "sglang" / "__init__.py").is_file():
+        raise UserError(f"no sglang package in {args.tree} (a python/ root of `make apply`)")
     replacements.prepare_environment(args.device == "cuda")
     sys.path.insert(0, str(args.tree.resolve()))
 
