@@ -1,7 +1,7 @@
 """Shared pytest setup: ``scripts/`` on the path, options, the two SGLang trees.
 
 The base tree and the patched tree are imported in separate processes
-(``mla_harness.probe``), concurrently, with the same generated scenarios; the
+(``mla_harness.probe``), concurrently, with the same scenarios (generated and named); the
 ``results`` fixture probes both once per session.
 """
 
@@ -10,8 +10,12 @@ from __future__ import annotations
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from mla_harness.records import ProbeResult
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -58,13 +62,14 @@ def plan(request) -> dict:
     from mla_harness import scenarios
 
     count = request.config.getoption("--scenarios") or 40
-    return scenarios.plan(count, seed=request.config.getoption("--scenario-seed"))
+    seed = request.config.getoption("--scenario-seed")
+    return scenarios.plan(count, seed=seed, cases=scenarios.TEST_CASES)
 
 
 @pytest.fixture(scope="session")
-def results(trees, plan, device) -> dict[str, dict]:
+def results(trees, plan, device) -> dict[str, ProbeResult]:
     """Probe output per tree: {"base": ..., "patched": ...}."""
-    from mla_harness import probe
+    from mla_harness import probe, scenarios
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
@@ -72,11 +77,15 @@ def results(trees, plan, device) -> dict[str, dict]:
         }
         out = {name: f.result() for name, f in futures.items()}
     for name in TREES:
-        assert Path(out[name]["sglang_file"]).is_relative_to(trees[name]), (
+        assert Path(out[name].sglang_file).is_relative_to(trees[name]), (
             "probe imported the wrong tree"
         )
-    count = len(plan["scenarios"])
-    REPORT.append(f"{count} generated scenarios x {len(probe.PHASES)} phases on {device}, per tree")
+    named = len(scenarios.TEST_CASES)
+    generated = len(plan["scenarios"]) - named
+    REPORT.append(
+        f"{generated} generated + {named} named scenarios x {len(probe.PHASES)} phases"
+        f" on {device}, per tree"
+    )
     return out
 
 

@@ -4,41 +4,23 @@ from __future__ import annotations
 
 import datetime
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from mla_harness import subprocess_env
+from mla_harness import child
+from sglpatch.errors import UserError
+from sglpatch.layout import Layout
+from sglpatch.trees import tree_paths
 
 from . import config, ladder, report
 from .worker import progress
 
-HERE = Path(__file__).resolve().parent
-
 
 def run_tree(tree: Path, cfg: dict) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg_file, out = Path(tmp, "cfg.json"), Path(tmp, "out.json")
-        cfg_file.write_text(json.dumps(cfg))
-        env = subprocess_env()
-        cmd = [
-            sys.executable,
-            "-m",
-            "mla_bench.worker",
-            "--tree",
-            str(tree),
-            "--config",
-            str(cfg_file),
-            "--out",
-            str(out),
-        ]
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(
-                f"make bench: error: the worker failed on {tree} (exit {proc.returncode})"
-            )
-        return json.loads(out.read_text())
+    """One tree measured in a process of its own (``worker``); its progress
+    lines pass through."""
+    out = child.exchange("mla_bench.worker", tree, cfg["device"], "--config", cfg, live_stderr=True)
+    return json.loads(out)
 
 
 def main(argv=None) -> int:
@@ -47,22 +29,18 @@ def main(argv=None) -> int:
 
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("make bench: error: --device cuda but no CUDA device is visible")
+        raise UserError("--device cuda but no CUDA device is visible")
     cfg = config.from_args(args, cuda).to_json()
-    from sglpatch.trees import tree_paths
-
-    base_tree, patched_tree = tree_paths(args.build)
+    layout = Layout.create(args.build)
+    base_tree, patched_tree = tree_paths(layout.build)
     for name, path in (("base", base_tree), ("patched", patched_tree)):
         if not (path / "sglang" / "__init__.py").is_file():
-            raise SystemExit(
-                f"make bench: error: {name} tree missing at {path}: run `make apply` first"
-            )
+            raise UserError(f"{name} tree missing at {path}: run `make apply` first")
     trees = [("base", base_tree), ("patched", patched_tree)]
     if args.ladder:
-        build = Path(args.build)
-        if not (build / "ladder" / "index.json").exists():
-            ladder.prepare(build)
-        trees = [("base", base_tree), *ladder.trees(build, base_tree)]
+        if not (layout.ladder / "index.json").exists():
+            ladder.prepare(layout)
+        trees = [("base", base_tree), *ladder.trees(layout, base_tree)]
     runs = {}
     for number, (name, path) in enumerate(trees, 1):
         progress(f"[bench] tree {number}/{len(trees)} {name}: {path}")
@@ -79,7 +57,7 @@ def main(argv=None) -> int:
             steps, cfg
         )
     print(table)
-    out_dir = Path(args.out_dir or Path(args.build) / "bench")
+    out_dir = Path(args.out_dir or layout.build / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     record = {
@@ -109,4 +87,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child.report_errors("make bench", main))

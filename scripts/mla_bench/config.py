@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass, field, fields
 
+from sglpatch.errors import UserError
+
 ACCEPT_LENGTH = 3.94  # seed PR #26241: accept length with EAGLE3 3 steps / topk 1
 SEED_TPOT_SAVING_MS = 0.06  # seed PR #26241: mean TPOT 2.47 ms -> 2.41 ms (B200, TP 4)
 
@@ -108,9 +110,9 @@ def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
         "attn_tp_size",
     ):
         if getattr(args, name) < 1:
-            raise SystemExit(f"make bench: error: --{name.replace('_', '-')} must be >= 1")
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1")
     if max(args.batch_sizes) > args.cuda_graph_max_bs:
-        raise SystemExit("make bench: error: --batch-sizes must not exceed --cuda-graph-max-bs")
+        raise UserError("--batch-sizes must not exceed --cuda-graph-max-bs")
     same_name = {f.name for f in fields(BenchConfig)} - {"repeats", "warmup", "device"}
     cfg = BenchConfig(
         **{name: getattr(args, name) for name in same_name},

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from .config import ACCEPT_LENGTH, SEED_TPOT_SAVING_MS
 
-REPLAY = ("draft_replay", "verify_replay", "extend_replay")
+REPLAY = ("draft_replay", "verify_replay", "extend_replay")  # one EAGLE iteration
+SHOWN = (*REPLAY, "iteration", "draft_eager", "decode_replay")  # table rows per (context, bs)
+CHARTED = (*REPLAY, "draft_eager", "decode_replay")
+LADDER_COLUMNS = (
+    ("iteration", ("host_us", "gpu_us", "launches")),
+    ("draft_eager", ("host_us", "launches")),
+    ("decode_replay", ("host_us", "launches")),
+)
 MiB = 1024 * 1024
 
 
@@ -21,11 +28,17 @@ def _index(run):
 
 
 def compare(base: dict, patched: dict) -> dict:
-    """Per (context, bs): both trees' phases and the iteration sums."""
+    """Per (context, bs): both trees' phases and the iteration sums (new
+    dicts: the runs given are left as they are)."""
     b_idx, p_idx = _index(base), _index(patched)
     rows = []
     for key in b_idx:
-        row = {"context": key[0], "bs": key[1], "base": b_idx[key], "patched": p_idx[key]}
+        row = {
+            "context": key[0],
+            "bs": key[1],
+            "base": dict(b_idx[key]),
+            "patched": dict(p_idx[key]),
+        }
         for tree in ("base", "patched"):
             phases = row[tree]
             phases["iteration"] = {
@@ -53,7 +66,9 @@ def markdown(result: dict, cfg: dict) -> str:
         "",
         "Host µs and launches: the metadata call on the host before the runner replays its "
         "graph. GPU µs: CUDA-event span of that call plus, where the captured forward does "
-        "metadata work of its own (0004 rebuilds there), a replay of that work as a graph.",
+        "metadata work of its own (0004 rebuilds there), a replay of that work as a graph. "
+        "decode_replay: plain decode without speculation (a server of its own; not part of "
+        "the iteration).",
         "",
         _row(
             "context",
@@ -71,7 +86,7 @@ def markdown(result: dict, cfg: dict) -> str:
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["rows"]:
-        for phase in (*REPLAY, "iteration", "draft_eager"):
+        for phase in SHOWN:
             b, p = row["base"][phase], row["patched"][phase]
             name = "**iteration (sum of replays)**" if phase == "iteration" else phase
             lines.append(
@@ -136,7 +151,7 @@ def regressions(result: dict) -> list[str]:
     """Phases where the patched tree launches, allocates or holds more than the base."""
     bad = []
     for row in result["rows"]:
-        for phase in (*REPLAY, "iteration", "draft_eager"):
+        for phase in SHOWN:
             b, p = row["base"][phase], row["patched"][phase]
             for key in ("launches", "alloc_bytes"):
                 if p[key] > b[key]:
@@ -158,7 +173,7 @@ def chart(result: dict, path) -> None:
     import matplotlib.pyplot as plt
 
     contexts = sorted({r["context"] for r in result["rows"]})
-    phases = (*REPLAY, "draft_eager")
+    phases = CHARTED
     fig, axes = plt.subplots(1, len(contexts), figsize=(6.5 * len(contexts), 4.8), squeeze=False)
     for ax, context in zip(axes[0], contexts, strict=True):
         rows = [r for r in result["rows"] if r["context"] == context]
@@ -180,20 +195,18 @@ def chart(result: dict, path) -> None:
 
 
 def ladder_markdown(steps: list, cfg: dict) -> str:
-    """One line per patch and (context, bs): iteration and eager, before -> after."""
+    """One line per patch and (context, bs): ``LADDER_COLUMNS``, before -> after."""
+    names = {"host_us": "host µs", "gpu_us": "GPU µs", "launches": "launches"}
+    columns = [f"{p.replace('_', ' ')} {names[k]}" for p, keys in LADDER_COLUMNS for k in keys]
     lines = [
         _row(
             "patch",
             "context",
             "bs",
-            "iteration host µs",
-            "iteration GPU µs",
-            "iteration launches",
-            "draft eager host µs",
-            "draft eager launches",
+            *columns,
             f"graph state MiB (max bs {max(cfg['memory_max_bs'])})",
         ),
-        "|---|---:|---:|---|---|---|---|---|---|",
+        "|---|---:|---:|" + "---|" * (len(columns) + 1),
     ]
     for label, result in steps:
         mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
@@ -201,13 +214,10 @@ def ladder_markdown(steps: list, cfg: dict) -> str:
         mib_b, mib_p = (sum(v["bytes"] for v in m[top].values()) / MiB for m in (mem_b, mem_p))
         for row in result["rows"]:
             b, p = row["base"], row["patched"]
-            lines.append(
-                f"| {label} | {row['context']} | {row['bs']} | "
-                f"{_fmt(b['iteration']['host_us'])} -> {_fmt(p['iteration']['host_us'])} | "
-                f"{_fmt(b['iteration']['gpu_us'])} -> {_fmt(p['iteration']['gpu_us'])} | "
-                f"{b['iteration']['launches']} -> {p['iteration']['launches']} | "
-                f"{_fmt(b['draft_eager']['host_us'])} -> {_fmt(p['draft_eager']['host_us'])} | "
-                f"{b['draft_eager']['launches']} -> {p['draft_eager']['launches']} | "
-                f"{mib_b:.1f} -> {mib_p:.1f} |"
-            )
+            cells = [label, row["context"], row["bs"]]
+            for phase, keys in LADDER_COLUMNS:
+                for key in keys:
+                    fmt = _fmt if key.endswith("_us") else str
+                    cells.append(f"{fmt(b[phase][key])} -> {fmt(p[phase][key])}")
+            lines.append(_row(*cells, f"{mib_b:.1f} -> {mib_p:.1f}"))
     return "\n".join(lines)

@@ -1,28 +1,67 @@
 """Measure one tree: ``python -m mla_bench.worker --tree DIR --config cfg.json --out out.json``.
 
 Per context length and batch size, after CUDA-graph capture (as the graph
-runners do it), each replay phase of one EAGLE iteration is called
-``repeats`` times: host time (perf_counter around the call, median), GPU time
-(CUDA events around the call and, where the captured forward does metadata
-work of its own, a replay of a CUDA graph of that forward's attention layers
-with the attention kernel left out; median), and, from one counted call,
-launches and bytes allocated. The multi-step draft's eager ``init_forward_metadata`` is
-measured the same way. The memory figure is the bytes that
-``init_cuda_graph_state`` allocates per backend.
+runners do it, ``mla_harness.driver``), each measurement of ``MEASUREMENTS``
+is taken: the replay call of each phase of one EAGLE iteration, the multi-step
+draft's eager ``init_forward_metadata``, and the replay call of plain decode
+(no speculation: backends of its own, not part of the iteration). Each is
+called ``repeats`` times: host time (perf_counter around the call, median),
+GPU time (CUDA events around the call and, where the captured forward does
+metadata work of its own, a replay of a CUDA graph of that forward's attention
+layers with the attention kernel left out; median), and, from one counted
+call, launches and bytes allocated. The memory figure is the bytes that
+``init_cuda_graph_state`` allocates per backend of the EAGLE iteration.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
 import json
 import random
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-PHASES = ("draft_replay", "verify_replay", "extend_replay", "draft_eager")
+from mla_harness import child
+
+if TYPE_CHECKING:
+    from mla_harness.batches import Batch
+    from mla_harness.driver import PhaseDriver
+
+# The bench's phases: rows of mla_harness.phases.TABLE ("extend": --extend-mode).
+BENCH_PHASES = ("draft", "verify", "extend", "decode")
+
+
+@dataclass
+class Captured:
+    """One phase's driver after capture, and its forward's graph per bs."""
+
+    driver: PhaseDriver
+    forward_graphs: dict = field(default_factory=dict)  # bs -> replay, or None
+
+
+def replay(bench: TreeBench, run: Captured, batch: Batch, bs: int) -> dict:
+    """The replay call a runner makes before replaying its graph."""
+    return bench.timed(run.driver.replay(batch, bs), run.forward_graphs[bs])
+
+
+def eager(bench: TreeBench, run: Captured, batch: Batch, bs: int) -> dict:
+    """``init_forward_metadata``, as the model runner calls it without a graph."""
+    return bench.timed(run.driver.eager(run.driver.forward_batch(batch)))
+
+
+# What is measured per (context, bs), in this order: (name in the results, bench
+# phase, measure(bench, captured phase, batch, bs) -> figures). A new quantity is
+# a function and a line here; the report sums the first three (one EAGLE iteration).
+MEASUREMENTS = (
+    ("draft_replay", "draft", replay),
+    ("verify_replay", "verify", replay),
+    ("extend_replay", "extend", replay),
+    ("draft_eager", "draft", eager),
+    ("decode_replay", "decode", replay),
+)
 
 
 class TreeBench:
@@ -48,31 +87,43 @@ class TreeBench:
             draft_tokens=c["draft_tokens"],
         )
 
+    def phase(self, name: str):
+        """The phase table's row for a bench phase name."""
+        from mla_harness.phases import BY_NAME
+
+        return BY_NAME[f"extend_{self.cfg['extend_mode']}" if name == "extend" else name]
+
+    def drivers(self, setup, names=BENCH_PHASES) -> dict[str, PhaseDriver]:
+        """A driver per bench phase: the EAGLE phases share one set of backends
+        (as one server does); plain decode is a server of its own."""
+        from mla_harness import standin
+        from mla_harness.driver import PhaseDriver
+
+        servers, out = {}, {}
+        for name in names:
+            phase = self.phase(name)
+            if phase.eagle not in servers:
+                servers[phase.eagle] = standin.build_backends(setup, self.device)
+            out[name] = PhaseDriver(phase, servers[phase.eagle], setup, self.device)
+        return out
+
     def _sync(self):
         if self.cuda:
             self.torch.cuda.synchronize()
 
-    def forward_graph(self, backends, fb, q_len: int, layer_ids):
-        """``replay`` of a CUDA graph of the captured forward's attention layers
-        (kernel left out), or None where they launch nothing (or off CUDA)."""
-        from mla_harness import attention
-        from mla_harness.launches import count_launches
+    def forward_graph(self, driver, bs: int):
+        """``replay`` of a CUDA graph of the forward captured at ``bs`` (its
+        attention layers, kernel left out), or None where they launch nothing
+        (or off CUDA)."""
+        from functools import partial
 
-        torch = self.torch
+        from mla_harness.driver import ForwardGraph
+
         if not self.cuda:
             return None
-        heads = self.model.q_heads
-        q = torch.zeros(fb.batch_size * q_len, heads * attention.KV_DIM, dtype=torch.bfloat16)
-        q = q.to(self.device)
-        with count_launches() as counts:
-            attention.run_layers(backends, fb, q, layer_ids, heads)  # warm-up
-            torch.cuda.synchronize()
-        if counts.launches == 0:
-            return None
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            attention.run_layers(backends, fb, q, layer_ids, heads)
-        return graph.replay
+        run = partial(driver.forward, bs, driver.query(bs))
+        forward = ForwardGraph(run, self.device, skip_idle=True)
+        return None if forward.graph is None else forward.graph.replay
 
     def timed(self, fn, in_graph=None) -> dict:
         """Median host and GPU microseconds, plus one counted call. ``in_graph``
@@ -111,144 +162,52 @@ class TreeBench:
             },
         }
 
-    def iteration(self, context_len: int) -> list[dict]:
-        from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-        from mla_harness import attention, standin
-        from mla_harness.batches import (
-            Batch,
-            StaticInputs,
-            draft_spec_info,
-            forward_batch,
-            verify_spec_info,
-        )
+    def capture(self, setup) -> dict[str, Captured]:
+        """Every bench phase's graph state, then per batch size each phase's
+        capture call and a graph of its forward (as the runners capture)."""
         from mla_harness.replacements import cuda_factories_on_cpu
+
+        runs = {name: Captured(d) for name, d in self.drivers(setup).items()}
+        with cuda_factories_on_cpu(self.cuda):
+            for run in runs.values():
+                run.driver.init_state()()
+            for bs in self.cfg["batch_sizes"]:
+                for run in runs.values():
+                    run.driver.capture(bs)()
+                    run.forward_graphs[bs] = self.forward_graph(run.driver, bs)
+        return runs
+
+    def iteration(self, context_len: int) -> list[dict]:
+        from mla_harness.batches import Batch
 
         c = self.cfg
         s = self.setup(context_len, c["cuda_graph_max_bs"])
-        self.model = s.model
-        b = standin.build_backends(s, self.device)
-        extend_mode = (
-            ForwardMode.DRAFT_EXTEND if c["extend_mode"] == "v1" else ForwardMode.DRAFT_EXTEND_V2
-        )
-        extend_tokens = s.steps + 1 if c["extend_mode"] == "v1" else s.draft_tokens
-        verify_spec = verify_spec_info(s.draft_tokens)
-        static_inputs, forward_graphs = {}, {}
-        pool = attention.zero_kv_pool(s.page_size, self.device)
-        with cuda_factories_on_cpu(self.cuda):
-            b.draft.init_cuda_graph_state(s.max_bs, s.max_bs * s.topk)
-            b.target.init_cuda_graph_state(s.max_bs, s.max_bs * s.draft_tokens)
-            b.draft_extend.init_cuda_graph_state(s.max_bs, s.max_bs * extend_tokens)
-            for name, fill in (
-                ("draft", b.draft.attn_backends[0]),
-                ("verify", b.target),
-                ("extend", b.draft_extend),
-            ):
-                static_inputs[name] = StaticInputs(
-                    s.max_bs, fill.get_cuda_graph_seq_len_fill_value(), self.device
-                )
-            for bs in c["batch_sizes"]:
-                rpi, lens = static_inputs["draft"].capture_inputs(bs)
-                fb = forward_batch(
-                    Batch(tuple(range(bs)), (1,) * bs),
-                    ForwardMode.DECODE,
-                    b.runner,
-                    self.device,
-                    draft_spec_info(),
-                )
-                fb.req_pool_indices, fb.seq_lens = rpi, lens
-                b.draft.init_forward_metadata_capture_cuda_graph(fb)
-                # Every draft step runs the one-layer draft model.
-                gfb = attention.graph_batch(
-                    ForwardMode.DECODE, bs, rpi, lens, draft_spec_info(), pool
-                )
-                forward_graphs["draft", bs] = self.forward_graph(
-                    b.draft.attn_backends, gfb, 1, [61]
-                )
-                rpi, lens = static_inputs["verify"].capture_inputs(bs)
-                b.target.init_forward_metadata_capture_cuda_graph(
-                    bs, bs * s.draft_tokens, rpi, lens, None, ForwardMode.TARGET_VERIFY, verify_spec
-                )
-                gfb = attention.graph_batch(
-                    ForwardMode.TARGET_VERIFY, bs, rpi, lens, verify_spec, pool
-                )
-                forward_graphs["verify", bs] = self.forward_graph(
-                    [b.target], gfb, s.draft_tokens, [0, 1]
-                )
-                rpi, lens = static_inputs["extend"].capture_inputs(bs)
-                b.draft_extend.init_forward_metadata_capture_cuda_graph(
-                    bs, bs * extend_tokens, rpi, lens, None, extend_mode, draft_spec_info()
-                )
-                gfb = attention.graph_batch(extend_mode, bs, rpi, lens, draft_spec_info(), pool)
-                forward_graphs["extend", bs] = self.forward_graph(
-                    [b.draft_extend], gfb, extend_tokens, [0, 1]
-                )
+        runs = self.capture(s)
+        extend_tokens = runs["extend"].driver.q_len
         rows = []
         rng = random.Random(context_len)
-        reserve = max(s.draft_tokens, s.steps + 1) + 1
         for bs in c["batch_sizes"]:
             lens = tuple(
-                rng.randint(int(0.9 * context_len), context_len - reserve) for _ in range(bs)
+                rng.randint(int(0.9 * context_len), context_len - s.reserve) for _ in range(bs)
             )
             batch = Batch(tuple(rng.sample(range(s.rows), bs)), lens, (extend_tokens,) * bs)
-            draft_fb = forward_batch(
-                batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info()
-            )
-            static_inputs["draft"].load(draft_fb, bs)
-            phases = {}
-            phases["draft_replay"] = self.timed(
-                functools.partial(b.draft.init_forward_metadata_replay_cuda_graph, draft_fb, bs),
-                forward_graphs["draft", bs],
-            )
-            for name, backend, mode, spec in (
-                ("verify", b.target, ForwardMode.TARGET_VERIFY, verify_spec),
-                ("extend", b.draft_extend, extend_mode, draft_spec_info()),
-            ):
-                st = static_inputs[name]
-                st.load(forward_batch(batch, mode, b.runner, self.device, spec), bs)
-                # As SGLang's runners: draft extend passes whole buffers, verify [:bs].
-                n = None if name == "extend" else bs
-                args = (bs, st.req_pool_indices[:n], st.seq_lens[:n], sum(lens), None, mode, spec)
-                phases[f"{name}_replay"] = self.timed(
-                    functools.partial(
-                        backend.init_forward_metadata_replay_cuda_graph,
-                        *args,
-                        seq_lens_cpu=st.seq_lens_cpu[:n],
-                    ),
-                    forward_graphs[name, bs],
-                )
-            eager_fb = forward_batch(
-                batch, ForwardMode.DECODE, b.runner, self.device, draft_spec_info()
-            )
-            phases["draft_eager"] = self.timed(
-                functools.partial(b.draft.init_forward_metadata, eager_fb)
-            )
+            phases = {name: f(self, runs[phase], batch, bs) for name, phase, f in MEASUREMENTS}
             rows.append({"context": context_len, "bs": bs, "phases": phases})
             progress(f"  context {context_len} bs {bs} done")
         return rows
 
     def memory(self, max_bs: int) -> dict:
-        from mla_harness import standin
+        """Bytes ``init_cuda_graph_state`` allocates, per backend of the iteration."""
         from mla_harness.launches import count_launches
         from mla_harness.replacements import cuda_factories_on_cpu
 
-        c = self.cfg
-        s = self.setup(c["memory_context"], max_bs)
-        b = standin.build_backends(s, self.device)
-        extend_tokens = s.steps + 1 if c["extend_mode"] == "v1" else s.draft_tokens
+        setup = self.setup(self.cfg["memory_context"], max_bs)
         out = {}
-        for name, call in (
-            ("draft", lambda: b.draft.init_cuda_graph_state(max_bs, max_bs * s.topk)),
-            ("target", lambda: b.target.init_cuda_graph_state(max_bs, max_bs * s.draft_tokens)),
-            (
-                "draft_extend",
-                lambda: b.draft_extend.init_cuda_graph_state(max_bs, max_bs * extend_tokens),
-            ),
-        ):
+        for driver in self.drivers(setup, ("draft", "verify", "extend")).values():
             before = self.torch.cuda.memory_allocated() if self.cuda else 0
             with cuda_factories_on_cpu(self.cuda), count_launches() as counts:
-                call()
-            out[name] = {
+                driver.init_state()()
+            out[driver.phase.role] = {
                 "bytes": counts.alloc_bytes,
                 "cuda_allocated_delta": (self.torch.cuda.memory_allocated() - before)
                 if self.cuda
@@ -280,16 +239,12 @@ def machine() -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tree", required=True, type=Path)
+    parser = child.parser(__doc__)
     parser.add_argument("--config", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     cfg = json.loads(args.config.read_text())
-    from mla_harness import replacements
-
-    replacements.prepare_environment(cfg["device"] == "cuda")
-    sys.path.insert(0, str(args.tree.resolve()))
+    child.enter(args)
     bench = TreeBench(cfg)
     rows = []
     for context in cfg["contexts"]:
@@ -309,4 +264,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child.report_errors("mla_bench.worker", main))

@@ -9,8 +9,14 @@ Modules, one job each:
 - ``attention``: the backend's real forward up to the attention kernel, which
   it records (the metadata a captured graph's kernel is given).
 - ``visible``: the metadata the attention kernel reads, and only that.
-- ``scenarios``: seeded scenario generation.
-- ``probe``: runs scenarios against one tree in its own process.
+- ``phases``: the phase table (backend, ForwardMode, tokens, spec_info, layers,
+  replay arguments of each phase: draft, decode, verify, draft extend v1 / v2).
+- ``driver``: the one driver of any phase: eager, capture, replay, forward.
+- ``scenarios``: seeded generated scenarios and named edge cases (``TEST_CASES``).
+- ``probe`` / ``records``: runs scenarios against one tree in its own process;
+  what it returns, typed.
+- ``child``: one tree per process (child entry point, parent launcher) and the
+  entry points' one error convention.
 - ``rebuild_check`` / ``consumer``: 0004's fused kernel; CUDA graphs of the
   forward replayed with new batches (GPU).
 """

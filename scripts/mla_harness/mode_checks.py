@@ -33,13 +33,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 from types import SimpleNamespace
+
+from . import child
 
 SETUP = dict(page_size=64, context_len=8192, max_bs=4, steps=3, draft_tokens=4)
 SCALE = 1.0 / 24.0  # the reference kernel's softmax scale (consumer.paged_mla_decode)
@@ -208,7 +209,7 @@ def double_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
     torch = env.torch
     from . import attention, replacements
     from .batches import Batch, StaticInputs, forward_batch, verify_spec_info
-    from .consumer import _Graph
+    from .driver import ForwardGraph
 
     s, b = env.setup, env.backends
     use_cuda = env.device.startswith("cuda")
@@ -252,7 +253,7 @@ def double_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
                         for i in layer_ids
                     ]
 
-            graphs[bs, variant] = (_Graph(forward, fb, q, env.device), q)
+            graphs[bs, variant] = (ForwardGraph(partial(forward, fb, q), env.device), q)
     sentinels = []
     if use_cuda:
         # Take every small block the allocator has free (a capture's freed
@@ -447,19 +448,14 @@ def run(device: str, replays: int, compile_: bool = False) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", required=True, type=Path)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser = child.parser(__doc__)
     parser.add_argument("--replays", type=int, default=8)
     parser.add_argument("--compile", action="store_true", help="torch.compile check (CUDA)")
     args = parser.parse_args(argv)
-    from . import replacements
-
-    replacements.prepare_environment(args.device == "cuda")
-    sys.path.insert(0, str(args.tree.resolve()))
+    child.enter(args)
     print(json.dumps(run(args.device, args.replays, args.compile)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child.report_errors("mla_harness.mode_checks", main))

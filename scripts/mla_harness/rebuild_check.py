@@ -15,11 +15,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
-from pathlib import Path
+
+from . import child
 
 
 def _case(rng, device):
@@ -114,19 +114,14 @@ def _recompiles(mod, rng, device, fill_tail):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", required=True, type=Path)
+    parser = child.parser(__doc__)
     parser.add_argument("--cases", type=int, default=40)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args(argv)
-    from . import replacements
-
-    replacements.prepare_environment(args.device == "cuda")
-    sys.path.insert(0, str(args.tree.resolve()))
+    child.enter(args)
     report = {"kernel": check_kernel(args.cases, args.device)}
     print(json.dumps(report))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child.report_errors("mla_harness.rebuild_check", main))

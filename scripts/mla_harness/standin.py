@@ -50,6 +50,12 @@ class Setup:
     def rows(self) -> int:
         return self.pool_size or self.max_bs + 4
 
+    @property
+    def reserve(self) -> int:
+        """Tokens kept free at the end of the context: the most one EAGLE
+        iteration appends to a request (draft tokens, or steps + 1), plus one."""
+        return max(self.draft_tokens, self.steps + 1) + 1
+
 
 def model_config(setup: Setup) -> SimpleNamespace:
     m = setup.model

@@ -12,26 +12,37 @@ pass does not read (``cu_seqlens_q``, ``seq_lens_q``, ``max_seq_len_q``,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 
-def kernel_view(metadata, kernel_seq_lens, bs: int, page_size: int) -> dict:
+@dataclass(frozen=True)
+class KernelView:
+    """What the kernel reads of one metadata object, for ``bs`` requests."""
+
+    seq_lens: np.ndarray  # per request: the KV length it is given
+    max_seq_len_k: int | None
+    block_prefix: list[np.ndarray]  # per request: the table entries it reads
+    table_width: int
+
+
+def kernel_view(metadata, kernel_seq_lens, bs: int, page_size: int) -> KernelView:
     """Kernel-visible content of ``metadata`` for the first ``bs`` rows."""
     lens = _np(kernel_seq_lens)[:bs]
     table = _np(metadata.block_kv_indices)
     pages = -(-lens // page_size)
-    return {
-        "seq_lens": lens.astype(np.int64),
-        "max_seq_len_k": None if metadata.max_seq_len_k is None else int(metadata.max_seq_len_k),
-        "block_prefix": [table[b, : pages[b]].astype(np.int64) for b in range(bs)],
-        "table_width": int(table.shape[1]),
-    }
+    return KernelView(
+        seq_lens=lens.astype(np.int64),
+        max_seq_len_k=None if metadata.max_seq_len_k is None else int(metadata.max_seq_len_k),
+        block_prefix=[table[b, : pages[b]].astype(np.int64) for b in range(bs)],
+        table_width=int(table.shape[1]),
+    )
 
 
-def kernel_call_view(call: dict, max_seq_len_k, bs: int, page_size: int) -> dict:
+def kernel_call_view(call: dict, max_seq_len_k, bs: int, page_size: int) -> KernelView:
     """``kernel_view`` of one recorded kernel call (see ``attention.kernel_sink``)."""
     metadata = SimpleNamespace(block_kv_indices=call["block_tables"], max_seq_len_k=max_seq_len_k)
     return kernel_view(metadata, call["seq_lens"], bs, page_size)

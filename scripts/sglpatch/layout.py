@@ -59,3 +59,8 @@ class Layout:
     def bundle(self) -> Path:
         """The offline bundle for GPU hosts."""
         return self.build / "bundle"
+
+    @property
+    def ladder(self) -> Path:
+        """Per-patch trees of ``make bench --ladder`` (base + the first k patches)."""
+        return self.build / "ladder"

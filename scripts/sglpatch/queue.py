@@ -281,3 +281,15 @@ def _check_base_is_ours(layout: Layout) -> None:
 def _empty_dir(path: Path) -> bool:
     """True for a directory with nothing in it (a tree that holds nothing to lose)."""
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+def patch_commits(layout: Layout) -> list[tuple[str, str]]:
+    """(commit, subject) of each patch on branch ``patched``, oldest first.
+
+    For callers that walk the series one patch at a time (``make bench
+    --ladder``); refuses, as ``open_build_tree`` does, without a build tree.
+    """
+    pin = load_pin(layout.pin_file)
+    git = open_build_tree(layout, pin)
+    commits = git.out("rev-list", "--reverse", f"{pin.base_tag}..refs/heads/{BRANCH}").split()
+    return [(commit, git.out("log", "-1", "--format=%s", commit)) for commit in commits]

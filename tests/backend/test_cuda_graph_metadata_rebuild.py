@@ -11,19 +11,13 @@ captured forward) is tested by ``test_patch_effects`` and the GPU consumer.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from mla_harness import subprocess_env
+from mla_harness import child
 
 
 def _run(tree, device, cases):
-    env = subprocess_env()
-    cmd = [sys.executable, "-m", "mla_harness.rebuild_check", "--tree", str(tree)]
-    cmd += ["--device", device, "--cases", str(cases)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = child.run("mla_harness.rebuild_check", tree, device, "--cases", str(cases), timeout=1800)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_fused_block_table_kernel(trees, device):

@@ -12,12 +12,10 @@ below), not from either tree's output. Elsewhere the base must pass too.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from mla_harness import subprocess_env
+from mla_harness import child
 from mla_harness.mode_checks import CAPTURE_MODES, CASES, COMPILE_MODES
 from mla_harness.replacements import cuda_visible
 
@@ -29,12 +27,9 @@ def fix_results(trees, device, request):
     replays = 60 if device == "cuda" else 6
     out = {}
     for name, tree in trees.items():
-        cmd = [sys.executable, "-m", "mla_harness.mode_checks", "--tree", str(tree)]
-        cmd += ["--device", device, "--replays", str(replays)]
-        cmd += ["--compile"] if device == "cuda" else []
-        proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        args = ["--replays", str(replays), *(["--compile"] if device == "cuda" else [])]
+        stdout = child.run("mla_harness.mode_checks", tree, device, *args)
+        out[name] = json.loads(stdout.strip().splitlines()[-1])
     return out
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mla_harness.probe import PHASES
 from mla_harness.visible import expected_block_prefix
 
-GRAPH_PHASES = ("draft_graph", "decode_graph", "verify_graph", "extend_v1_graph", "extend_v2_graph")
-EAGER_PHASES = ("draft_eager", "decode_eager", "verify_eager", "extend_v1_eager", "extend_v2_eager")
+GRAPH_PHASES = tuple(p for p in PHASES if p.endswith("_graph"))
+EAGER_PHASES = tuple(p for p in PHASES if p.endswith("_eager"))
 
 
 def _expected_kernel_lens(phase, seq_lens, setup):
@@ -28,27 +29,26 @@ def _expected_kernel_lens(phase, seq_lens, setup):
 @pytest.mark.parametrize("tree", ["base", "patched"])
 @pytest.mark.parametrize("phase", GRAPH_PHASES)
 def test_graph_buffers_stable_and_refreshed(results, plan, tree, phase):
-    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"], strict=True):
+    for scenario, out in zip(plan["scenarios"], results[tree].scenarios, strict=True):
         setup, page = scenario["setup"], scenario["setup"]["page_size"]
-        captured = out[phase][0]["capture_ptrs"]
-        for call in out[phase][1:]:
-            assert call["ptrs"] == captured[call["bs"]], f"{scenario['name']}: buffer moved"
-            lens = _expected_kernel_lens(phase, call["inputs"]["seq_lens"], setup)
-            want = expected_block_prefix(
-                out["req_to_token"], call["inputs"]["req_pool_indices"], lens, page
-            )
-            for view in call["views"]:
-                assert np.array_equal(view["seq_lens"], lens), f"{scenario['name']}: seq_lens_k"
-                for row, (got, exp) in enumerate(zip(view["block_prefix"], want, strict=True)):
+        record = out.phases[phase]
+        captured = record.graph.capture_ptrs
+        for call in record.calls:
+            assert call.ptrs == captured[call.bs], f"{scenario['name']}: buffer moved"
+            lens = _expected_kernel_lens(phase, call.seq_lens, setup)
+            want = expected_block_prefix(out.req_to_token, call.req_pool_indices, lens, page)
+            for view in call.views:
+                assert np.array_equal(view.seq_lens, lens), f"{scenario['name']}: seq_lens_k"
+                for row, (got, exp) in enumerate(zip(view.block_prefix, want, strict=True)):
                     assert np.array_equal(got, exp), f"{scenario['name']} {phase}: row {row}"
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
 @pytest.mark.parametrize("phase", EAGER_PHASES)
 def test_eager_metadata_matches_oracle(results, plan, tree, phase):
-    for scenario, out in zip(plan["scenarios"], results[tree]["scenarios"], strict=True):
+    for scenario, out in zip(plan["scenarios"], results[tree].scenarios, strict=True):
         setup, page = scenario["setup"], scenario["setup"]["page_size"]
-        for batch, call in zip(scenario["batches"], out[phase], strict=True):
+        for batch, call in zip(scenario["batches"], out.phases[phase].calls, strict=True):
             seq_lens = np.asarray(batch["seq_lens"])
             if phase.startswith("extend"):
                 ext = np.asarray(
@@ -59,11 +59,11 @@ def test_eager_metadata_matches_oracle(results, plan, tree, phase):
                 lens = seq_lens - ext + ext.max()  # NOTE(draft_extend seq_len handling)
             else:
                 lens = _expected_kernel_lens(phase, seq_lens, setup)
-            want = expected_block_prefix(out["req_to_token"], batch["req_pool_indices"], lens, page)
-            for view in call["views"]:
-                assert np.array_equal(view["seq_lens"], lens)
+            want = expected_block_prefix(out.req_to_token, batch["req_pool_indices"], lens, page)
+            for view in call.views:
+                assert np.array_equal(view.seq_lens, lens)
                 if tree == "base" and phase == "extend_v1_eager":
                     continue  # v0.5.12 sizes this table by max(seq_lens): see test_fix_patches
-                assert view["max_seq_len_k"] == lens.max(), f"{scenario['name']} {phase}"
-                for got, exp in zip(view["block_prefix"], want, strict=True):
+                assert view.max_seq_len_k == lens.max(), f"{scenario['name']} {phase}"
+                for got, exp in zip(view.block_prefix, want, strict=True):
                     assert np.array_equal(got, exp), f"{scenario['name']} {phase}"

@@ -16,11 +16,7 @@ import numpy as np
 import pytest
 
 from mla_harness.probe import PHASES
-
-
-def _calls(records):
-    return [r for r in records if "views" in r]
-
+from mla_harness.visible import KernelView
 
 # What a fix patch changes on purpose, per phase: not compared here, but
 # checked on both trees against the oracle (test_graph_contract) and on named
@@ -32,13 +28,13 @@ FIXED = {
 }
 
 
-def _assert_same_view(base, patched, where, fixed=()):
-    assert np.array_equal(base["seq_lens"], patched["seq_lens"]), f"{where}: kernel seq_lens differ"
+def _assert_same_view(base: KernelView, patched: KernelView, where, fixed=()):
+    assert np.array_equal(base.seq_lens, patched.seq_lens), f"{where}: kernel seq_lens differ"
     if "max_seq_len_k" not in fixed:
-        assert base["max_seq_len_k"] == patched["max_seq_len_k"], f"{where}: max_seq_len_k differs"
+        assert base.max_seq_len_k == patched.max_seq_len_k, f"{where}: max_seq_len_k differs"
     if "block_prefix" in fixed:
         return
-    for row, (b, p) in enumerate(zip(base["block_prefix"], patched["block_prefix"], strict=True)):
+    for row, (b, p) in enumerate(zip(base.block_prefix, patched.block_prefix, strict=True)):
         assert np.array_equal(b, p), f"{where}: block table row {row} differs"
 
 
@@ -47,15 +43,15 @@ def test_kernel_visible_metadata_identical(results, plan, phase):
     compared = 0
     for scenario, base, patched in zip(
         plan["scenarios"],
-        results["base"]["scenarios"],
-        results["patched"]["scenarios"],
+        results["base"].scenarios,
+        results["patched"].scenarios,
         strict=True,
     ):
-        base_calls, patched_calls = _calls(base[phase]), _calls(patched[phase])
+        base_calls, patched_calls = base.phases[phase].calls, patched.phases[phase].calls
         assert len(base_calls) == len(patched_calls) == len(scenario["batches"])
         for call, (b, p) in enumerate(zip(base_calls, patched_calls, strict=True)):
-            assert len(b["views"]) == len(p["views"]) >= 1
-            for step, (bv, pv) in enumerate(zip(b["views"], p["views"], strict=True)):
+            assert len(b.views) == len(p.views) >= 1
+            for step, (bv, pv) in enumerate(zip(b.views, p.views, strict=True)):
                 where = f"{scenario['name']} {phase} call {call} backend {step}"
                 _assert_same_view(bv, pv, where, FIXED.get(phase, ()))
                 compared += 1

@@ -9,32 +9,20 @@ must equal the same consumer run eagerly on ``init_forward_metadata``.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from mla_harness import subprocess_env
+from mla_harness import child
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
 def test_graph_replays_equal_eager(trees, tree, request):
-    env = subprocess_env()
-    cmd = [
-        sys.executable,
-        "-m",
-        "mla_harness.consumer",
-        "--tree",
-        str(trees[tree]),
-        "--replays",
-        str(request.config.getoption("--graph-replays")),
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    replays = str(request.config.getoption("--graph-replays"))
+    out = child.run("mla_harness.consumer", trees[tree], "cuda", "--replays", replays, timeout=1200)
+    report = json.loads(out.strip().splitlines()[-1])
     print(json.dumps(report))
     assert {r["mode"] for r in report} == {"draft", "decode", "verify", "extend_v1", "extend_v2"}
     for r in report:

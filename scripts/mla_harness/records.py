@@ -1,0 +1,64 @@
+"""What the probe returns, typed: one record per scenario, phase and call.
+
+``probe.run_probe`` returns a ``ProbeResult``; the tests read these fields by
+name, so a change of what the probe records is a change here, seen by both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .launches import Counts
+from .visible import KernelView
+
+
+@dataclass
+class Call:
+    """One metadata call (eager, or a graph replay) and what the kernel then read:
+    one view per attention layer the forward ran (eager: per step backend)."""
+
+    counts: Counts
+    views: list[KernelView]
+
+
+@dataclass
+class Replay(Call):
+    """A graph replay: the replay call's ``counts``, then the captured forward's."""
+
+    bs: int  # the captured batch size replayed
+    raw_bs: int  # the requests in the batch (bs - raw_bs padded rows)
+    forward_counts: list[Counts]  # per attention layer, in order
+    ptrs: list[dict]  # per step backend: data_ptr by metadata field
+    req_pool_indices: np.ndarray  # the static inputs [:bs] after the copy
+    seq_lens: np.ndarray
+
+
+@dataclass
+class GraphState:
+    """``init_cuda_graph_state``'s counts and, per captured bs, the pointers of
+    each step backend's metadata right after its capture."""
+
+    state: Counts
+    capture_ptrs: dict[int, list[dict]]
+
+
+@dataclass
+class PhaseRecord:
+    """One phase of one scenario: its calls in batch order; ``graph`` on the graph path."""
+
+    calls: list[Call]
+    graph: GraphState | None = None
+
+
+@dataclass
+class ScenarioResult:
+    phases: dict[str, PhaseRecord]
+    req_to_token: np.ndarray  # the scenario's pool, for an independent oracle
+
+
+@dataclass
+class ProbeResult:
+    scenarios: list[ScenarioResult]
+    sglang_file: str = ""  # which tree the child imported
