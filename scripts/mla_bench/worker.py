@@ -9,7 +9,9 @@ called ``repeats`` times: host time (perf_counter around the call, median),
 GPU time (CUDA events around the call and, where the captured forward does
 metadata work of its own, a replay of a CUDA graph of that forward's attention
 layers with the attention kernel left out; median), and, from one counted
-call, launches and bytes allocated. The memory figure is the bytes that
+call, launches and bytes allocated. On CUDA, each phase's metadata work alone
+(``metadata_graph``) is also timed as a CUDA graph replayed back to back, beside
+a graph of one tiny kernel (``graph_floor_us``). The memory figure is the bytes that
 ``init_cuda_graph_state`` allocates per backend of the EAGLE iteration.
 """
 
@@ -52,6 +54,16 @@ def eager(bench: TreeBench, run: Captured, batch: Batch, bs: int) -> dict:
     return bench.timed(run.driver.eager(run.driver.forward_batch(batch)))
 
 
+def metadata_graph(bench: TreeBench, run: Captured, batch: Batch, bs: int) -> dict:
+    """GPU only: the metadata work one replay needs, alone in a CUDA graph
+    replayed back to back: v0.5.12's replay call (seq_lens_k add and copy, the
+    block-table kernel), or, where the captured forward rebuilds its own
+    metadata (0007), that rebuild (``graph_rebuild.fill`` of the first step)."""
+    rebuild = getattr(run.driver.graph_metadata(bs)[0], "graph_rebuild", None)
+    work = run.driver.replay(batch, bs) if rebuild is None else rebuild.fill
+    return {"graph_us": bench.graph_us(work) if bench.cuda else None}
+
+
 # What is measured per (context, bs), in this order: (name in the results, bench
 # phase, measure(bench, captured phase, batch, bs) -> figures). A new quantity is
 # a function and a line here; the report sums the first three (one EAGLE iteration).
@@ -61,7 +73,12 @@ MEASUREMENTS = (
     ("extend_replay", "extend", replay),
     ("draft_eager", "draft", eager),
     ("decode_replay", "decode", replay),
+    ("draft_fill", "draft", metadata_graph),
+    ("verify_fill", "verify", metadata_graph),
+    ("extend_fill", "extend", metadata_graph),
+    ("decode_fill", "decode", metadata_graph),
 )
+GRAPH_REPLAYS = 1000  # back-to-back replays per graph_us sample
 
 
 class TreeBench:
@@ -162,6 +179,39 @@ class TreeBench:
             },
         }
 
+    def graph_us(self, work) -> float:
+        """GPU µs per replay of a CUDA graph of ``work``: ``GRAPH_REPLAYS``
+        back-to-back replays between CUDA events, median of ``repeats // 10``
+        (at least 3) such samples."""
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture, as runners do
+            work()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            work()
+        samples = []
+        for _ in range(max(3, self.cfg["repeats"] // 10)):
+            for _ in range(self.cfg["warmup"]):
+                graph.replay()
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            for _ in range(GRAPH_REPLAYS):
+                graph.replay()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3 / GRAPH_REPLAYS)
+        return statistics.median(samples)
+
+    def graph_floor_us(self) -> float | None:
+        """``graph_us`` of a graph of one tiny kernel: what any graph replay costs."""
+        if not self.cuda:
+            return None
+        x = self.torch.zeros(1, device=self.device)
+        return self.graph_us(lambda: x.add_(1))
+
     def capture(self, setup) -> dict[str, Captured]:
         """Every bench phase's graph state, then per batch size each phase's
         capture call and a graph of its forward (as the runners capture)."""
@@ -257,7 +307,13 @@ def main(argv=None) -> int:
 
     args.out.write_text(
         json.dumps(
-            {"rows": rows, "memory": memory, "machine": machine(), "sglang_file": sglang.__file__}
+            {
+                "rows": rows,
+                "memory": memory,
+                "graph_floor_us": bench.graph_floor_us(),
+                "machine": machine(),
+                "sglang_file": sglang.__file__,
+            }
         )
     )
     return 0

@@ -17,7 +17,7 @@ Modules, one job each:
   what it returns, typed.
 - ``child``: one tree per process (child entry point, parent launcher) and the
   entry points' one error convention.
-- ``rebuild_check`` / ``consumer``: 0004's fused kernel; CUDA graphs of the
+- ``rebuild_check`` / ``consumer``: 0007's fused kernel; CUDA graphs of the
   forward replayed with new batches (GPU).
 """
 
