@@ -197,52 +197,78 @@ def eager_draft_extend(env: Env, name: str, case: Case, graph_state: bool) -> di
     }
 
 
-def _q_len(env: Env, mode: str) -> int:
-    s = env.setup
-    return {"decode": 1, "verify": s.draft_tokens, "extend_v1": s.steps + 1}.get(
-        mode, s.draft_tokens
-    )
+def _driver(env: Env, phase: str):
+    """The harness's driver for a row of the phase table, on ``env``'s backends."""
+    from .driver import PhaseDriver
+    from .phases import BY_NAME
+
+    return PhaseDriver(BY_NAME[phase], env.backends, env.setup, env.device, kv_pool=env.pool)
+
+
+class _Replays:
+    """New, partly padded batches through a driver's replay call, and every
+    real token of a graph's outputs against the oracle."""
+
+    def __init__(self, env: Env, driver, seed: int = 0):
+        self.env, self.driver, self.rng = env, driver, random.Random(seed)
+        self.offset = env.setup.draft_tokens if driver.phase.mode == "TARGET_VERIFY" else 0
+        self.worst, self.compared = 0.0, 0
+
+    def load(self, i: int) -> int:
+        """Batch ``i`` into the static buffers and the replay call; its graph bs."""
+        from .batches import Batch
+
+        s, q_len, rng = self.env.setup, self.driver.q_len, self.rng
+        bs = rng.randint(1, s.max_bs)
+        raw_bs = bs if i % 2 else rng.randint(1, bs)  # padded half the time
+        self.rows = rng.sample(range(s.rows), raw_bs)
+        self.seq_lens = [rng.randint(q_len + 1, s.context_len - q_len - 1) for _ in self.rows]
+        batch = Batch(tuple(self.rows), tuple(self.seq_lens), (q_len,) * raw_bs)
+        self.driver.replay(batch, bs)()
+        return bs
+
+    def query(self, q, i: int):
+        gen = self.env.torch.Generator().manual_seed(i)
+        q.copy_(self.env.torch.randn(q.shape, generator=gen).to(q.device))
+
+    def compare(self, q, outs, scales=None) -> None:
+        from . import attention
+
+        bs, q_len, heads = q.shape[0] // self.driver.q_len, self.driver.q_len, self.env.heads
+        q4 = q.view(bs, q_len, heads, attention.KV_DIM)
+        for k, out in enumerate(outs):
+            scale = 1 if scales is None else scales[k]
+            out4 = out.view(bs, q_len, heads, attention.V_DIM)
+            for r, (row, seq_len) in enumerate(zip(self.rows, self.seq_lens, strict=True)):
+                for j in range(q_len):
+                    position = seq_len + self.offset - q_len + j
+                    want = self.env.oracle(q4[r, j].double() * scale, row, position)
+                    self.worst = max(self.worst, _max_err(out4[r, j], want))
+                    self.compared += 1
 
 
 def double_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
     """``mode``'s graph captured twice per batch size, replayed with new batches."""
     torch = env.torch
     from . import attention, replacements
-    from .batches import Batch, StaticInputs, forward_batch, verify_spec_info
     from .driver import ForwardGraph
 
-    s, b = env.setup, env.backends
-    use_cuda = env.device.startswith("cuda")
-    backend = b.target if mode in ("decode", "verify") else b.draft_extend
-    fmode = {
-        "decode": env.mode.DECODE,
-        "verify": env.mode.TARGET_VERIFY,
-        "extend_v1": env.mode.DRAFT_EXTEND,
-        "extend_v2": env.mode.DRAFT_EXTEND_V2,
-    }[mode]
-    spec = verify_spec_info(s.draft_tokens) if mode == "verify" else None
-    offset = s.draft_tokens if mode == "verify" else 0
-    q_len = _q_len(env, mode)
-    layer_ids = (0, 1)
-    static = StaticInputs(s.max_bs, backend.get_cuda_graph_seq_len_fill_value(), env.device)
+    s, use_cuda = env.setup, env.device.startswith("cuda")
+    driver = _driver(env, mode)
+    backend = driver.backend
     with replacements.cuda_factories_on_cpu(use_cuda):
-        backend.init_cuda_graph_state(s.max_bs, s.max_bs * q_len)
+        driver.init_state()()
     owned = {v.untyped_storage().data_ptr() for v in vars(backend).values() if torch.is_tensor(v)}
     graphs, foreign = {}, []
     for bs in range(s.max_bs, 0, -1):  # CudaGraphRunner captures the largest first
         for variant in ("lora", "nolora"):
-            rpi, lens = static.capture_inputs(bs)
-            backend.init_forward_metadata_capture_cuda_graph(
-                bs, bs * q_len, rpi, lens, None, fmode, spec
-            )
+            driver.capture(bs)()
             meta = backend.forward_decode_metadata
             for field in ("block_kv_indices", "seq_lens_k"):
                 t = getattr(meta, field)
                 if t is not None and t.untyped_storage().data_ptr() not in owned:
                     foreign.append(f"bs {bs} {variant} {field}")
-            fb = attention.graph_batch(fmode, bs, rpi, lens, spec, env.pool)
-            q = torch.zeros(bs * q_len, env.heads * attention.KV_DIM, dtype=torch.bfloat16)
-            q = q.to(env.device)
+            fb, q = driver.graph_batches[bs], driver.query(bs)
 
             def forward(fb, q, meta=meta):
                 # The captured forward reads the metadata its capture call left.
@@ -250,7 +276,7 @@ def double_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
                 with attention.kernel_sink(backend, env.consumer([])):
                     return [
                         attention.attend(backend, fb, attention.layer(i, env.heads), q)
-                        for i in layer_ids
+                        for i in driver.phase.layers
                     ]
 
             graphs[bs, variant] = (ForwardGraph(partial(forward, fb, q), env.device), q)
@@ -263,46 +289,18 @@ def double_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
             for n in range(1, 129)
             for _ in range(8)
         ]
-    rng = random.Random(seed)
-    worst, compared, reserve = 0.0, 0, q_len + 1
+    check = _Replays(env, driver, seed)
     for i in range(replays):
-        bs = rng.randint(1, s.max_bs)
-        raw_bs = bs if i % 2 else rng.randint(1, bs)  # padded half the time
-        variant = ("lora", "nolora")[i % 4 // 2]
-        rows = rng.sample(range(s.rows), raw_bs)
-        seq_lens = [rng.randint(q_len + 1, s.context_len - reserve) for _ in range(raw_bs)]
-        batch = Batch(tuple(rows), tuple(seq_lens), (q_len,) * raw_bs)
-        fb = forward_batch(batch, fmode, b.runner, env.device, spec)
-        static.load(fb, bs)
-        whole = mode.startswith("extend")  # the draft-extend runner passes whole buffers
-        backend.init_forward_metadata_replay_cuda_graph(
-            bs,
-            static.req_pool_indices[: None if whole else bs],
-            static.seq_lens[: None if whole else bs],
-            fb.seq_lens_sum + (bs - raw_bs) * static.fill_value,
-            None,
-            fmode,
-            spec,
-            seq_lens_cpu=static.seq_lens_cpu[: None if whole else bs],
-        )
-        graph, q = graphs[bs, variant]
-        gen = torch.Generator().manual_seed(i)
-        q.copy_(torch.randn(q.shape, generator=gen).to(q.device))
-        q4 = q.view(bs, q_len, env.heads, attention.KV_DIM)
-        for out in graph.replay():
-            out4 = out.view(bs, q_len, env.heads, attention.V_DIM)
-            for r in range(raw_bs):
-                for j in range(q_len):
-                    position = seq_lens[r] + offset - q_len + j
-                    want = env.oracle(q4[r, j], rows[r], position)
-                    worst = max(worst, _max_err(out4[r, j], want))
-                    compared += 1
+        bs = check.load(i)
+        graph, q = graphs[bs, ("lora", "nolora")[i % 4 // 2]]
+        check.query(q, i)
+        check.compare(q, graph.replay())
     clobbered = sum(int((t != 0x5A5A5A5A).any()) for t in sentinels)
     return {
         "mode": mode,
         "replays": replays,
-        "compared": compared,
-        "max_rel_err": worst,
+        "compared": check.compared,
+        "max_rel_err": check.worst,
         "foreign_buffers": foreign,
         "sentinels": len(sentinels),
         "sentinels_clobbered": clobbered,
@@ -337,42 +335,31 @@ def compiled_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
     from sglang.srt.model_executor.cuda_graph_runner import patch_model, set_torch_compile_config
     from torch._dynamo.utils import counters
 
-    from . import attention
-    from .batches import Batch, StaticInputs, forward_batch, verify_spec_info
     from .consumer import paged_mla_decode
 
-    s, b = env.setup, env.backends
-    backend = b.target
-    fmode = env.mode.DECODE if mode == "decode" else env.mode.TARGET_VERIFY
-    spec = verify_spec_info(s.draft_tokens) if mode == "verify" else None
-    offset = s.draft_tokens if mode == "verify" else 0
-    q_len = _q_len(env, mode)
+    s = env.setup
+    driver = _driver(env, mode)
+    backend = driver.backend
 
     def kernel(query, kv_cache, block_tables, seq_lens, max_seq_len, layer):
         # The reference paged MLA decode, traced and compiled with the forward.
         return paged_mla_decode(query, kv_cache.squeeze(1), block_tables, seq_lens, s.page_size)
 
     backend._run_decode_kernel = kernel
-    model = _attention_layers(backend, env.heads)
+    model = _attention_layers(backend, env.heads, driver.phase.layers)
     tp_group = SimpleNamespace(ca_comm=None)  # patch_model saves and restores it
     set_torch_compile_config()
     torch._dynamo.reset()
     counters.clear()
-    static = StaticInputs(s.max_bs, backend.get_cuda_graph_seq_len_fill_value(), env.device)
-    backend.init_cuda_graph_state(s.max_bs, s.max_bs * q_len)
+    driver.init_state()()
     pool = torch.cuda.graph_pool_handle()
     graphs, compiled = {}, {}
     for bs in range(s.max_bs, 0, -1):
-        rpi, lens = static.capture_inputs(bs)
-        backend.init_forward_metadata_capture_cuda_graph(
-            bs, bs * q_len, rpi, lens, None, fmode, spec
-        )
-        fb = attention.graph_batch(fmode, bs, rpi, lens, spec, env.pool)
-        q = torch.zeros(bs * q_len, env.heads * attention.KV_DIM, dtype=torch.bfloat16)
-        q = q.to(env.device)
+        driver.capture(bs)()
+        fb, q = driver.graph_batches[bs], driver.query(bs)
         graph = torch.cuda.CUDAGraph()
         frames = counters["stats"]["unique_graphs"]
-        with patch_model(model, bs <= COMPILE_MAX_BS, bs * q_len, tp_group) as forward:
+        with patch_model(model, bs <= COMPILE_MAX_BS, bs * driver.q_len, tp_group) as forward:
             for _ in range(2):
                 torch.cuda.synchronize()
                 forward(q, None, fb)
@@ -380,48 +367,20 @@ def compiled_capture(env: Env, mode: str, replays: int, seed: int = 0) -> dict:
                 out = forward(q, None, fb)
         compiled[bs] = counters["stats"]["unique_graphs"] - frames
         graphs[bs] = (graph, q, out)
-    rng = random.Random(seed)
-    worst, compared, reserve = 0.0, 0, q_len + 1
+    check = _Replays(env, driver, seed)
     for i in range(replays):
-        bs = rng.randint(1, s.max_bs)
-        raw_bs = bs if i % 2 else rng.randint(1, bs)
-        rows = rng.sample(range(s.rows), raw_bs)
-        seq_lens = [rng.randint(q_len + 1, s.context_len - reserve) for _ in range(raw_bs)]
-        batch = Batch(tuple(rows), tuple(seq_lens), (q_len,) * raw_bs)
-        fb = forward_batch(batch, fmode, b.runner, env.device, spec)
-        static.load(fb, bs)
-        backend.init_forward_metadata_replay_cuda_graph(
-            bs,
-            static.req_pool_indices[:bs],
-            static.seq_lens[:bs],
-            fb.seq_lens_sum + (bs - raw_bs) * static.fill_value,
-            None,
-            fmode,
-            spec,
-            seq_lens_cpu=static.seq_lens_cpu[:bs],
-        )
-        graph, q, out = graphs[bs]
-        gen = torch.Generator().manual_seed(i)
-        q.copy_(torch.randn(q.shape, generator=gen).to(q.device))
+        graph, q, out = graphs[check.load(i)]
+        check.query(q, i)
         graph.replay()
-        q4 = q.view(bs, q_len, env.heads, attention.KV_DIM)
-        for scale, layer_out in enumerate(out, start=1):
-            out4 = layer_out.view(bs, q_len, env.heads, attention.V_DIM)
-            for r in range(raw_bs):
-                for j in range(q_len):
-                    position = seq_lens[r] + offset - q_len + j
-                    want = env.oracle(q4[r, j].double() * scale, rows[r], position)
-                    worst = max(worst, _max_err(out4[r, j], want))
-                    compared += 1
+        check.compare(q, out, scales=range(1, len(out) + 1))
     return {
         "mode": mode,
         "replays": replays,
-        "compared": compared,
-        "max_rel_err": worst,
+        "compared": check.compared,
+        "max_rel_err": check.worst,
         "compile_max_bs": COMPILE_MAX_BS,
         "dynamo_graphs_per_bs": {str(k): v for k, v in sorted(compiled.items())},
         "graph_breaks": sum(counters["graph_break"].values()),
-        "recompiles": sum(counters["recompiles"].values()),
     }
 
 

@@ -24,7 +24,7 @@ BASE_BUG = pytest.mark.xfail(strict=True, reason="v0.5.12 has the bug this fix p
 
 @pytest.fixture(scope="module")
 def fix_results(trees, device, request):
-    replays = 60 if device == "cuda" else 6
+    replays = 40 if device == "cuda" else 6
     out = {}
     for name, tree in trees.items():
         args = ["--replays", str(replays), *(["--compile"] if device == "cuda" else [])]
