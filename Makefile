@@ -13,6 +13,13 @@ ifneq ($(filter-out 0 1,$(value THREE_WAY)),)
 $(error THREE_WAY must be 0 or 1, got '$(value THREE_WAY)')
 endif
 
+# Recipes run in the repository (this file's folder), so `make -f
+# path/Makefile` works from anywhere; BUILD and VENV are relative to it. A
+# relative SGLANG_DIR is relative to the folder make was started in: the
+# shell's PWD, which `make -C` leaves as it was.
+MAKEFILE := $(abspath $(lastword $(MAKEFILE_LIST)))
+ROOT := $(patsubst %/,%,$(dir $(MAKEFILE)))
+
 # The values above reach recipes only through the environment: a recipe reads
 # "$$SGLPATCH_MK_X" (one word, never re-read as shell code) and no recipe line
 # holds $(X) itself, so quotes, backticks, $$(...) or ';' in a value stay data.
@@ -23,18 +30,25 @@ export SGLPATCH_MK_VENV = $(VENV)
 export SGLPATCH_MK_BUILD = $(BUILD)
 export SGLPATCH_MK_SOURCE = $(SOURCE)
 export SGLPATCH_MK_SGLANG_DIR = $(SGLANG_DIR)
+export SGLPATCH_MK_THREE_WAY = $(THREE_WAY)
 export SGLPATCH_MK_VERSION = $(VERSION)
 export SGLPATCH_MK_BENCH_ARGS = $(BENCH_ARGS)
 export SGLPATCH_MK_PYTEST_ARGS = $(PYTEST_ARGS)
+export SGLPATCH_MK_ROOT = $(ROOT)
+export SGLPATCH_MK_MAKEFILE = $(MAKEFILE)
+export SGLPATCH_MK_CALLER_DIR = $(or $(PWD),$(CURDIR))
 
+IN_ROOT := cd "$$SGLPATCH_MK_ROOT" &&
 VPY  := "$$SGLPATCH_MK_VENV/bin/python"
-TOOL := PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch --build "$$SGLPATCH_MK_BUILD"
+TOOL := $(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch --build "$$SGLPATCH_MK_BUILD"
+# make's own name for the venv's stamp file (VENV is relative to ROOT).
+VENV_STAMP := $(if $(filter /%,$(VENV)),$(VENV),$(ROOT)/$(VENV))/.installed
 
 .DEFAULT_GOAL := help
 .PHONY: help apply export check-patches check-upstream bundle venv test lint bench clean
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {gsub(/\$$\(BUILD\)/, ENVIRON["SGLPATCH_MK_BUILD"], $$2); gsub(/\$$\(VENV\)/, ENVIRON["SGLPATCH_MK_VENV"], $$2); printf "  %-16s %s\n", $$1, $$2}' "$$SGLPATCH_MK_MAKEFILE"
 
 apply: ## Build $(BUILD)/sglang = base + patches/series (SGLANG_DIR=<checkout> [THREE_WAY=1]: a fork; SOURCE=wheel|git)
 	$(TOOL) apply --source "$$SGLPATCH_MK_SOURCE" $(if $(value SGLANG_DIR),--sglang-dir "$$SGLPATCH_MK_SGLANG_DIR") $(if $(filter 1,$(value THREE_WAY)),--three-way)
@@ -45,28 +59,36 @@ export: ## Regenerate patches/*.patch and patches/series from the commits above 
 check-patches: apply ## Fail if patches/ differs from a fresh export or series and directory disagree
 	$(TOOL) check-patches
 
-check-upstream: ## Report per patch against a newer release: VERSION=X.Y.Z
+check-upstream: ## Per patch against a newer release, what to do (drop, rebase, port): VERSION=X.Y.Z
 	$(TOOL) check-upstream --version "$$SGLPATCH_MK_VERSION"
 
 bundle: apply ## Offline bundle for air-gapped GPU hosts (cp312 wheels + both trees) in $(BUILD)/bundle
 	$(TOOL) bundle
 
-venv: $(VENV)/.installed ## Create the pinned virtual environment (.venv)
+venv: $(VENV_STAMP) ## Create the pinned virtual environment $(VENV) (5.9 GiB)
 
-$(VENV)/.installed: ci/requirements.txt
-	"$$SGLPATCH_MK_PYTHON" -m venv "$$SGLPATCH_MK_VENV"
-	$(VPY) -m pip install -q --disable-pip-version-check -r ci/requirements.txt
-	touch "$$SGLPATCH_MK_VENV/.installed"
+$(VENV_STAMP): $(ROOT)/ci/requirements.txt
+	$(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch.pyversion
+	@echo "make venv: installing ci/requirements.txt into $$SGLPATCH_MK_VENV: 5.9 GiB once installed (torch is a CUDA build); pip shows each package"
+	$(IN_ROOT) "$$SGLPATCH_MK_PYTHON" -m venv "$$SGLPATCH_MK_VENV"
+	$(IN_ROOT) $(VPY) -m pip install --disable-pip-version-check --progress-bar on -r ci/requirements.txt
+	$(IN_ROOT) touch "$$SGLPATCH_MK_VENV/.installed"
 
 test: venv apply ## Run the test suite (CPU under TRITON_INTERPRET=1; GPU tests too when CUDA is visible)
-	PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest
+	$(IN_ROOT) PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest
 
 lint: venv apply ## pre-commit: upstream's hooks on the patched files, ruff on this project's code
-	"$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure
-	PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
+	$(IN_ROOT) "$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure
+	$(IN_ROOT) PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
 
 bench: venv apply ## EAGLE metadata benchmark, base vs patched (BENCH_ARGS="--help" for flags)
-	set -f; PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $$SGLPATCH_MK_BENCH_ARGS
+	set -f && $(IN_ROOT) PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $$SGLPATCH_MK_BENCH_ARGS
 
-clean: ## Remove $(BUILD) (the wheel cache included) and .venv
-	rm -rf -- "$$SGLPATCH_MK_BUILD" "$$SGLPATCH_MK_VENV"
+clean: ## Remove $(BUILD) (the wheel cache included) and $(VENV)
+	$(IN_ROOT) rm -rf -- "$$SGLPATCH_MK_BUILD" "$$SGLPATCH_MK_VENV"
+
+# Any other goal: one line that points at `make help`. The name reaches the
+# shell through the environment, as every value a user types does.
+%: export SGLPATCH_MK_GOAL = $@
+%:
+	@printf "make: no target '%s': \`make help\` lists them\n" "$$SGLPATCH_MK_GOAL" >&2; exit 2

@@ -6,3 +6,7 @@
 - ``ladder``: per-patch trees (``--ladder``), from sglpatch's build tree.
 - ``__main__``: runs both trees and reports.
 """
+
+from sglpatch.pyversion import check as _check
+
+_check("make bench")  # an older Python gets one line, before anything needs 3.11

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import shlex
+import shutil
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 from mla_harness import child
 from sglpatch.errors import UserError
 from sglpatch.layout import Layout
+from sglpatch.makevars import shown_path
 from sglpatch.trees import tree_paths
 
 from . import config, ladder, report
-from .worker import progress
+from .worker import progress, time_left
+
+CHART = "eagle_metadata.png"  # the latest run's chart; bench-<stamp>.png keeps each
 
 
 def run_tree(tree: Path, cfg: dict) -> dict:
@@ -23,7 +31,52 @@ def run_tree(tree: Path, cfg: dict) -> dict:
     return json.loads(out)
 
 
+def invocation(argv: list[str]) -> str:
+    """The command that reruns this benchmark, as the user would type it: ``make
+    bench BENCH_ARGS="..."`` when make started it, else the module's command."""
+    args = os.environ.get("SGLPATCH_MK_BENCH_ARGS")
+    build = os.environ.get("SGLPATCH_MK_BUILD", "")
+    if args is not None and argv == ["--build", build, *args.split()]:
+        words = ["make", "bench"]
+        if build != "build":
+            words.append(f"BUILD={shlex.quote(build)}")
+        if args.strip():
+            plain = not any(c in args for c in "\"$`\\")
+            words.append(f'BENCH_ARGS="{args.strip()}"' if plain else f"BENCH_ARGS={shlex.quote(args)}")
+        return " ".join(words)
+    return "PYTHONPATH=scripts python -m mla_bench " + shlex.join(argv)
+
+
+def plan_line(args, cfg: dict, trees: int) -> str:
+    """What this run measures and, on CPU, how long that takes and the other preset."""
+    chosen = config.preset(args, cfg["device"] == "cuda")
+    points = len(cfg["contexts"]) * len(cfg["batch_sizes"])
+    what = f"{chosen} sizes, {trees} trees x {points} points, {cfg['repeats']} repeats"
+    if cfg["device"] == "cuda":
+        return f"[bench] {what} on CUDA"
+    why = "" if args.full or args.quick else " (no CUDA visible)"
+    other = "full" if chosen == "quick" else "quick"
+    return (
+        f"[bench] {what} on CPU{why}: {config.CPU_TIME[chosen]} for 2 trees on 2 cores;"
+        f' BENCH_ARGS="--{other}" for the {other} sizes ({config.CPU_TIME[other]})'
+    )
+
+
+def hidden_line(runs: dict) -> str:
+    """One line for the upstream warnings the workers hid, or ''."""
+    counts = Counter(what for run in runs.values() for what in run.get("hidden_warnings", []))
+    if not counts:
+        return ""
+    kinds = ", ".join(sorted(counts))
+    return (
+        f"[bench] hid {sum(counts.values())} UserWarnings of SGLang's imports over"
+        f" {len(runs)} trees (that this machine has no CUDA for {kinds}; no effect on"
+        " the figures)"
+    )
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = config.parser().parse_args(argv)
     import torch
 
@@ -48,9 +101,12 @@ def main(argv=None) -> int:
                 f"{layout.ladder} written by `make bench BENCH_ARGS=--ladder` where they are"
             )
         trees = [("base", base_tree), *ladder.trees(layout, base_tree)]
-    runs = {}
+    progress(plan_line(args, cfg, len(trees)))
+    runs, start = {}, time.monotonic()
     for number, (name, path) in enumerate(trees, 1):
-        progress(f"[bench] tree {number}/{len(trees)} {name}: {path}")
+        spent, done = time.monotonic() - start, number - 1
+        ahead = time_left(spent / done * (len(trees) - done), "") if done else ""
+        progress(f"[bench] tree {number}/{len(trees)} {name}: {path}{ahead}")
         runs[name] = run_tree(path, cfg)
     labels = list(runs)
     result = report.compare(runs[labels[0]], runs[labels[-1]])
@@ -69,7 +125,7 @@ def main(argv=None) -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     record = {
         "date": stamp,
-        "command": "make bench " + " ".join(argv or sys.argv[1:]),
+        "command": invocation(argv),
         "config": cfg,
         "machine": runs[labels[-1]]["machine"],
         "trees": [str(p) for _, p in trees],
@@ -77,14 +133,21 @@ def main(argv=None) -> int:
         "runs": runs,
         "table": table,
     }
+    written = [f"bench-{stamp}.json"]
     for name in (f"bench-{stamp}.json", "latest.json"):
         (out_dir / name).write_text(json.dumps(record, indent=1))
     (out_dir / "latest.md").write_text(table + "\n")
     if not args.no_chart:
-        report.chart(result, out_dir / "eagle_metadata.png")
+        report.chart(result, out_dir / f"bench-{stamp}.png", cfg["device"])
+        shutil.copyfile(out_dir / f"bench-{stamp}.png", out_dir / CHART)
+        written.append(f"bench-{stamp}.png")
+    hidden = hidden_line(runs)
+    if hidden:
+        progress(hidden)
+    latest = ", ".join(["latest.json", "latest.md", *([CHART] if not args.no_chart else [])])
     progress(
-        f"[bench] wrote {out_dir}/latest.json, latest.md"
-        + ("" if args.no_chart else ", eagle_metadata.png")
+        f"[bench] wrote {shown_path(out_dir.resolve())}/: {', '.join(written)} (this run),"
+        f" {latest} (the latest run)"
     )
     bad = report.regressions(result)
     if args.check and bad:

@@ -9,6 +9,7 @@ from sglpatch.errors import UserError
 
 ACCEPT_LENGTH = 3.94  # seed PR #26241: accept length with EAGLE3 3 steps / topk 1
 SEED_TPOT_SAVING_MS = 0.06  # seed PR #26241: mean TPOT 2.47 ms -> 2.41 ms (B200, TP 4)
+USAGE = 'make bench BENCH_ARGS="[options]"  (or: PYTHONPATH=scripts python -m mla_bench [options])'
 
 
 @dataclass
@@ -35,6 +36,36 @@ class BenchConfig:
         return asdict(self)
 
 
+# The sizes of a run. "full" is the seed PR's setup (the README's GPU tables);
+# "quick" is what a CPU, where the Triton interpreter runs every kernel, gets
+# through in seconds. Without --full or --quick: full where CUDA is visible,
+# quick on CPU. A flag given explicitly wins over its preset's value; repeats
+# and warmup are (CUDA, CPU).
+PRESETS = {
+    "full": {
+        "contexts": [80 * 1024, 160 * 1024],
+        "batch_sizes": [1, 8, 32, 64],
+        "cuda_graph_max_bs": 64,
+        "memory_max_bs": [64, 256],
+        "memory_context": 160 * 1024,
+        "repeats": (200, 3),
+        "warmup": (20, 1),
+    },
+    "quick": {
+        "contexts": [4096],
+        "batch_sizes": [1, 4],
+        "cuda_graph_max_bs": 4,
+        "memory_max_bs": [8],
+        "memory_context": 8192,
+        "repeats": (2, 2),
+        "warmup": (0, 0),
+    },
+}
+SIZED = tuple(PRESETS["full"])
+# What the CPU runs take on a 2-core machine (measured: see README, Benchmark).
+CPU_TIME = {"full": "about an hour", "quick": "about 25 s"}
+
+
 def _ints(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x]
@@ -44,10 +75,52 @@ def _ints(text: str) -> list[int]:
         ) from None
 
 
+def _shown(value) -> str:
+    """A preset value as it would be typed: 1,8,32 / 64 / 200 with CUDA, 3 on CPU."""
+    if isinstance(value, tuple):
+        return str(value[0]) if value[0] == value[1] else f"{value[0]} with CUDA, {value[1]} on CPU"
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _preset_default(name: str) -> str:
+    """``(default: --full 81920,163840, --quick 4096)`` for a sized flag's help."""
+    full, quick = (_shown(PRESETS[p][name]) for p in ("full", "quick"))
+    return f"(default: --full {full}; --quick {quick})"
+
+
+def quick_summary() -> str:
+    """What --quick sets, in words."""
+    q = PRESETS["quick"]
+    return (
+        f"contexts {_shown(q['contexts'])}, batch sizes {_shown(q['batch_sizes'])}, CUDA-graph"
+        f" max bs {q['cuda_graph_max_bs']}, memory at max bs {_shown(q['memory_max_bs'])} and"
+        f" context {q['memory_context']}, {_shown(q['repeats'])} repeats,"
+        f" {_shown(q['warmup'])} warmup"
+    )
+
+
+class _Help(argparse.HelpFormatter):
+    """Help that shows the default of every flag that takes a value (switches
+    are off unless given)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.nargs == 0 or "(default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def parser() -> argparse.ArgumentParser:
     d = BenchConfig()
     p = argparse.ArgumentParser(
-        prog="make bench", description="EAGLE metadata benchmark, base vs patched"
+        prog="make bench",
+        usage=USAGE,
+        description=(
+            "EAGLE metadata benchmark, base vs patched. Without --full or --quick it runs the"
+            " seed PR's sizes where CUDA is visible and --quick on CPU, where --full takes"
+            f" {CPU_TIME['full']} on 2 cores (--quick: {CPU_TIME['quick']})."
+        ),
+        formatter_class=_Help,
     )
     p.add_argument("--build", default="build", help="build directory of `make apply`")
     p.add_argument("--steps", type=int, default=d.steps, help="speculative_num_steps")
@@ -61,67 +134,83 @@ def parser() -> argparse.ArgumentParser:
         choices=(1,),
         help="speculative_eagle_topk (trtllm_mla: 1)",
     )
-    p.add_argument("--page-size", type=int, default=d.page_size, choices=(32, 64))
+    p.add_argument("--page-size", type=int, default=d.page_size, choices=(32, 64), help="page size")
     p.add_argument(
         "--num-heads", type=int, default=d.num_heads, help="num_attention_heads of the model"
     )
     p.add_argument("--attn-tp-size", type=int, default=d.attn_tp_size, help="attention TP size")
-    p.add_argument(
-        "--contexts", type=_ints, default=d.contexts, help="context lengths, e.g. 81920,163840"
-    )
-    p.add_argument("--batch-sizes", type=_ints, default=d.batch_sizes, help="e.g. 1,8,32,64")
-    p.add_argument("--cuda-graph-max-bs", type=int, default=d.cuda_graph_max_bs)
-    p.add_argument(
-        "--memory-max-bs", type=_ints, default=d.memory_max_bs, help="max bs for the memory figure"
-    )
-    p.add_argument("--memory-context", type=int, default=d.memory_context)
+    sized = {
+        "contexts": ("--contexts", _ints, "context lengths, comma-separated"),
+        "batch_sizes": ("--batch-sizes", _ints, "batch sizes, comma-separated"),
+        "cuda_graph_max_bs": ("--cuda-graph-max-bs", int, "largest captured batch size"),
+        "memory_max_bs": ("--memory-max-bs", _ints, "max bs of the graph-state memory figure"),
+        "memory_context": ("--memory-context", int, "context of the memory figure"),
+        "repeats": ("--repeats", int, "timed calls per figure (median)"),
+        "warmup": ("--warmup", int, "untimed calls first"),
+    }
+    for name, (flag, kind, text) in sized.items():
+        p.add_argument(flag, type=kind, default=None, help=f"{text} {_preset_default(name)}")
     p.add_argument(
         "--extend-mode",
         choices=("v1", "v2"),
         default=d.extend_mode,
         help="DRAFT_EXTEND or DRAFT_EXTEND_V2",
     )
-    p.add_argument(
-        "--repeats", type=int, default=None, help="timed calls per figure (default 200 GPU, 3 CPU)"
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device, help="device")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument(
+        "--full",
+        action="store_true",
+        help=f"the seed PR's sizes (default with CUDA; CPU: {CPU_TIME['full']})",
     )
-    p.add_argument(
-        "--warmup", type=int, default=None, help="untimed calls first (default 20 GPU, 1 CPU)"
+    size.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"small sizes (default on CPU; CI): {quick_summary()}",
     )
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
-    p.add_argument("--quick", action="store_true", help="small sizes for CPU smoke runs (CI)")
     p.add_argument(
         "--check", action="store_true", help="exit 1 unless patched <= base in launches and memory"
     )
-    p.add_argument("--out-dir", default=None, help="default: <build>/bench")
-    p.add_argument("--no-chart", action="store_true")
+    p.add_argument("--out-dir", default=None, help="results folder (default: <build>/bench)")
+    p.add_argument("--no-chart", action="store_true", help="write no PNG chart")
     p.add_argument(
-        "--ladder", action="store_true", help="also measure base + each prefix of the series"
+        "--ladder",
+        action="store_true",
+        help="also measure base + each prefix of the series (trees in <build>/ladder)",
     )
     return p
 
 
+def preset(args: argparse.Namespace, cuda: bool) -> str:
+    """The preset a run uses: --full or --quick, else by device."""
+    if args.full or args.quick:
+        return "full" if args.full else "quick"
+    return "full" if cuda else "quick"
+
+
 def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
-    for name in (
-        "steps",
-        "draft_tokens",
-        "cuda_graph_max_bs",
-        "memory_context",
-        "num_heads",
-        "attn_tp_size",
-    ):
+    sizes = {}
+    for name, value in PRESETS[preset(args, cuda)].items():
+        given = getattr(args, name)
+        if given is not None:
+            sizes[name] = given
+        else:
+            sizes[name] = value[0 if cuda else 1] if isinstance(value, tuple) else value
+    for name in ("steps", "draft_tokens", "num_heads", "attn_tp_size"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1")
-    if max(args.batch_sizes) > args.cuda_graph_max_bs:
+    for name in ("cuda_graph_max_bs", "memory_context", "repeats"):
+        if sizes[name] < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+    if sizes["warmup"] < 0:
+        raise UserError("--warmup must be >= 0")
+    if not sizes["contexts"] or not sizes["batch_sizes"] or not sizes["memory_max_bs"]:
+        raise UserError("--contexts, --batch-sizes and --memory-max-bs need at least one value")
+    if max(sizes["batch_sizes"]) > sizes["cuda_graph_max_bs"]:
         raise UserError("--batch-sizes must not exceed --cuda-graph-max-bs")
-    same_name = {f.name for f in fields(BenchConfig)} - {"repeats", "warmup", "device"}
-    cfg = BenchConfig(
+    same_name = {f.name for f in fields(BenchConfig)} - set(SIZED) - {"device"}
+    return BenchConfig(
         **{name: getattr(args, name) for name in same_name},
-        repeats=args.repeats or (200 if cuda else 3),
-        warmup=args.warmup if args.warmup is not None else (20 if cuda else 1),
+        **sizes,
         device="cuda" if cuda else "cpu",
     )
-    if args.quick:
-        cfg.contexts, cfg.batch_sizes, cfg.cuda_graph_max_bs = [4096], [1, 4], 4
-        cfg.memory_max_bs, cfg.memory_context = [8], 8192
-        cfg.repeats, cfg.warmup = min(cfg.repeats, 2), 0
-    return cfg

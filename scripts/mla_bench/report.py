@@ -91,7 +91,41 @@ def fill_markdown(result: dict) -> list[str]:
     return lines
 
 
+# Columns of the main table, per tree: (header, figure, digits or None for an
+# exact count).
+COLUMNS = (
+    ("host µs", "host_us", 1),
+    ("GPU µs", "gpu_us", 1),
+    ("launches", "launches", None),
+    ("bytes alloc", "alloc_bytes", None),
+)
+# Figures only a CUDA run has (CPU runs record None): no column of theirs on CPU.
+GPU_ONLY = {"gpu_us", "graph_us", "floor_us"}
+# What a CPU run leaves out, and why, in one line.
+LEFT_OUT_ON_CPU = (
+    "Left out on CPU: GPU µs, the metadata-alone-in-a-graph table and the TPOT estimate"
+    " (they need CUDA); host µs here time the Triton interpreter, not a GPU's launches,"
+    " so compare launches and bytes."
+)
+
+
+def on_gpu(cfg: dict) -> bool:
+    return cfg["device"] == "cuda"
+
+
+def size(n: float) -> str:
+    """Bytes with a unit that keeps small figures visible: 512 B, 4.0 KiB, 7.5 MiB."""
+    if abs(n) < 1024:
+        return f"{n:.0f} B"
+    if abs(n) < MiB:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / MiB:.1f} MiB"
+
+
 def markdown(result: dict, cfg: dict) -> str:
+    """The tables of a run; what means nothing on its device is left out, and said so."""
+    gpu = on_gpu(cfg)
+    columns = [c for c in COLUMNS if gpu or c[1] not in GPU_ONLY]
     lines = [
         f"EAGLE {cfg['steps']} steps / topk {cfg['topk']} / {cfg['draft_tokens']} draft tokens, "
         f"page {cfg['page_size']}, draft extend {cfg['extend_mode']}, "
@@ -99,53 +133,43 @@ def markdown(result: dict, cfg: dict) -> str:
         f"{cfg['repeats']} repeats (median)",
         "",
         "Host µs and launches: the metadata call on the host before the runner replays its "
-        "graph. GPU µs: CUDA-event span of that call plus, where the captured forward does "
-        "metadata work of its own (0007 rebuilds there), a replay of that work as a graph. "
-        "decode_replay: plain decode without speculation (a server of its own; not part of "
+        "graph. "
+        + (
+            "GPU µs: CUDA-event span of that call plus, where the captured forward does "
+            "metadata work of its own (0007 rebuilds there), a replay of that work as a graph. "
+            if gpu
+            else ""
+        )
+        + "decode_replay: plain decode without speculation (a server of its own; not part of "
         "the iteration).",
-        "",
-        _row(
-            "context",
-            "bs",
-            "phase",
-            "host µs base",
-            "host µs patched",
-            "GPU µs base",
-            "GPU µs patched",
-            "launches base",
-            "launches patched",
-            "bytes alloc base",
-            "bytes alloc patched",
-        ),
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    if not gpu:
+        lines += ["", LEFT_OUT_ON_CPU]
+    headers = [f"{name} {tree}" for name, *_ in columns for tree in ("base", "patched")]
+    lines += ["", _row("context", "bs", "phase", *headers), "|---:|---:|---|" + "---:|" * len(headers)]
     for row in result["rows"]:
         for phase in SHOWN:
             b, p = row["base"][phase], row["patched"][phase]
             name = "**iteration (sum of replays)**" if phase == "iteration" else phase
-            lines.append(
-                _row(
-                    row["context"],
-                    row["bs"],
-                    name,
-                    _fmt(b["host_us"]),
-                    _fmt(p["host_us"]),
-                    _fmt(b["gpu_us"]),
-                    _fmt(p["gpu_us"]),
-                    b["launches"],
-                    p["launches"],
-                    b["alloc_bytes"],
-                    p["alloc_bytes"],
-                )
-            )
-    lines += fill_markdown(result)
-    lines += [
+            cells = []
+            for _, key, digits in columns:
+                show = str if digits is None else (lambda x, d=digits: _fmt(x, d))
+                cells += [show(b[key]), show(p[key])]
+            lines.append(_row(row["context"], row["bs"], name, *cells))
+    if gpu:
+        lines += fill_markdown(result)
+        lines += tpot_markdown(result)
+    lines += memory_markdown(result, cfg)
+    return "\n".join(lines)
+
+
+def tpot_markdown(result: dict) -> list[str]:
+    """The seed PR's TPOT arithmetic on this run's host saving (GPU runs only)."""
+    lines = [
         "",
         f"TPOT effect = host saving per iteration / accept length {ACCEPT_LENGTH} "
         f"(seed PR on B200: {SEED_TPOT_SAVING_MS} ms):",
         "",
-    ]
-    lines += [
         "| context | bs | saving per iteration µs | TPOT effect ms |",
         "|---:|---:|---:|---:|",
     ]
@@ -154,32 +178,30 @@ def markdown(result: dict, cfg: dict) -> str:
         lines.append(
             f"| {row['context']} | {row['bs']} | {saving:.1f} | {row['tpot_saving_ms']:.3f} |"
         )
-    lines += [
+    return lines
+
+
+def memory_markdown(result: dict, cfg: dict) -> list[str]:
+    """Graph state per backend and max bs, base vs patched."""
+    lines = [
         "",
         "CUDA-graph state allocated by init_cuda_graph_state, "
-        f"context {cfg['memory_context']} (MiB):",
+        f"context {cfg['memory_context']}:",
         "",
+        "| max bs | backend | base | patched | returned |",
+        "|---:|---|---:|---:|---:|",
     ]
-    lines += ["| max bs | backend | base | patched | returned |", "|---:|---|---:|---:|---:|"]
     mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
     for max_bs in mem_b:
         total_b = total_p = 0
         for backend in mem_b[max_bs]:
             b, p = mem_b[max_bs][backend]["bytes"], mem_p[max_bs][backend]["bytes"]
             total_b, total_p = total_b + b, total_p + p
-            lines.append(
-                f"| {max_bs} | {backend} | {b / MiB:.1f} | {p / MiB:.1f} | {(b - p) / MiB:.1f} |"
-            )
+            lines.append(_row(max_bs, backend, size(b), size(p), size(b - p)))
         lines.append(
-            _row(
-                max_bs,
-                "**total**",
-                f"{total_b / MiB:.1f}",
-                f"{total_p / MiB:.1f}",
-                f"{(total_b - total_p) / MiB:.1f}",
-            )
+            _row(max_bs, "**total**", size(total_b), size(total_p), size(total_b - total_p))
         )
-    return "\n".join(lines)
+    return lines
 
 
 def regressions(result: dict) -> list[str]:
@@ -200,8 +222,10 @@ def regressions(result: dict) -> list[str]:
     return bad
 
 
-def chart(result: dict, path) -> None:
-    """Grouped bars: host µs per phase, base vs patched, one panel per context."""
+def chart(result: dict, path, device: str = "cuda") -> None:
+    """Grouped bars: host µs per phase, base vs patched, one panel per context, on a
+    log axis (so a bar 100,000 times shorter stays visible), each pair labelled with
+    base / patched."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -210,6 +234,7 @@ def chart(result: dict, path) -> None:
     contexts = sorted({r["context"] for r in result["rows"]})
     phases = CHARTED
     fig, axes = plt.subplots(1, len(contexts), figsize=(6.5 * len(contexts), 4.8), squeeze=False)
+    where = "CPU, Triton interpreter" if device == "cpu" else "GPU host"
     for ax, context in zip(axes[0], contexts, strict=True):
         rows = [r for r in result["rows"] if r["context"] == context]
         labels, base, patched = [], [], []
@@ -221,9 +246,16 @@ def chart(result: dict, path) -> None:
         x = range(len(labels))
         ax.bar([i - 0.2 for i in x], base, 0.4, label="base v0.5.12", color="#b0b0b0")
         ax.bar([i + 0.2 for i in x], patched, 0.4, label="patched", color="#2a7ab9")
+        ax.set_yscale("log")
+        for i, (b, p) in enumerate(zip(base, patched, strict=True)):
+            if b > 0 and p > 0:
+                ax.annotate(
+                    f"{b / p:.3g}x", (i, max(b, p)), textcoords="offset points",
+                    xytext=(0, 2), ha="center", fontsize=5,
+                )
         ax.set_xticks(list(x), labels, fontsize=6, rotation=90)
-        ax.set_ylabel("host time per call (µs, median)")
-        ax.set_title(f"trtllm_mla EAGLE metadata, context {context // 1024}K")
+        ax.set_ylabel("host time per call (µs, median, log scale)")
+        ax.set_title(f"trtllm_mla EAGLE metadata, context {context // 1024}K ({where})")
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=130)
@@ -237,27 +269,32 @@ def ladder_markdown(steps: list, cfg: dict) -> str:
         "launches": "launches",
         "graph_us": "alone in a graph µs",
     }
-    columns = [f"{p.replace('_', ' ')} {names[k]}" for p, keys in LADDER_COLUMNS for k in keys]
+    shown = [
+        (phase, [k for k in keys if on_gpu(cfg) or k not in GPU_ONLY])
+        for phase, keys in LADDER_COLUMNS
+    ]
+    shown = [(phase, keys) for phase, keys in shown if keys]
+    columns = [f"{p.replace('_', ' ')} {names[k]}" for p, keys in shown for k in keys]
     lines = [
         _row(
             "patch",
             "context",
             "bs",
             *columns,
-            f"graph state MiB (max bs {max(cfg['memory_max_bs'])})",
+            f"graph state (max bs {max(cfg['memory_max_bs'])})",
         ),
         "|---|---:|---:|" + "---|" * (len(columns) + 1),
     ]
     for label, result in steps:
         mem_b, mem_p = result["memory"]["base"], result["memory"]["patched"]
         top = str(max(int(k) for k in mem_b))
-        mib_b, mib_p = (sum(v["bytes"] for v in m[top].values()) / MiB for m in (mem_b, mem_p))
+        held_b, held_p = (sum(v["bytes"] for v in m[top].values()) for m in (mem_b, mem_p))
         for row in result["rows"]:
             b, p = row["base"], row["patched"]
             cells = [label, row["context"], row["bs"]]
-            for phase, keys in LADDER_COLUMNS:
+            for phase, keys in shown:
                 for key in keys:
                     fmt = _fmt if key.endswith("_us") else str
                     cells.append(f"{fmt(b[phase][key])} -> {fmt(p[phase][key])}")
-            lines.append(_row(*cells, f"{mib_b:.1f} -> {mib_p:.1f}"))
+            lines.append(_row(*cells, f"{size(held_b)} -> {size(held_p)}"))
     return "\n".join(lines)

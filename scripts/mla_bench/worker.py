@@ -228,7 +228,7 @@ class TreeBench:
                     run.forward_graphs[bs] = self.forward_graph(run.driver, bs)
         return runs
 
-    def iteration(self, context_len: int) -> list[dict]:
+    def iteration(self, context_len: int, clock: Progress) -> list[dict]:
         from mla_harness.batches import Batch
 
         c = self.cfg
@@ -244,7 +244,7 @@ class TreeBench:
             batch = Batch(tuple(rng.sample(range(s.rows), bs)), lens, (extend_tokens,) * bs)
             phases = {name: f(self, runs[phase], batch, bs) for name, phase, f in MEASUREMENTS}
             rows.append({"context": context_len, "bs": bs, "phases": phases})
-            progress(f"  context {context_len} bs {bs} done")
+            progress(f"  context {context_len} bs {bs} done ({clock.step()})")
         return rows
 
     def memory(self, max_bs: int) -> dict:
@@ -271,6 +271,64 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+@dataclass
+class Progress:
+    """Points done out of ``total`` in this tree, and the time left at that pace."""
+
+    total: int
+    done: int = 0
+    start: float = field(default_factory=time.monotonic)
+
+    def step(self) -> str:
+        """Count one point; ``2/8 points, 75 s so far, about 3 min left in this tree``."""
+        self.done += 1
+        spent = time.monotonic() - self.start
+        left = spent / self.done * (self.total - self.done)
+        return f"{self.done}/{self.total} points, {duration(spent)} so far{time_left(left)}"
+
+
+def time_left(seconds: float, where: str = " in this tree") -> str:
+    """``, about 3 min left in this tree`` on long runs (a minute or more), else ''."""
+    return f", about {duration(seconds)} left{where}" if seconds >= 60 else ""
+
+
+def duration(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``1.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# Warnings SGLang's modules raise on import when the machine has no CUDA
+# (message start, what it is about). They say nothing about this measurement,
+# so the worker hides them and counts them; the report says so in one line.
+PLATFORM_NOTICES = (
+    ("Triton is not supported on current platform", "fla kernels"),
+    ("Only CUDA, HIP and XPU support AWQ", "AWQ"),
+    ("Only CUDA, MUSA and NPU support GGUF", "GGUF"),
+)
+
+
+def hide_platform_notices() -> list[str]:
+    """Swallow the ``PLATFORM_NOTICES`` from now on; return the list they go to."""
+    import warnings
+
+    hidden: list[str] = []
+    show = warnings.showwarning
+
+    def filtered(message, category, filename, lineno, file=None, line=None):
+        for start, what in PLATFORM_NOTICES:
+            if str(message).startswith(start):
+                hidden.append(what)
+                return
+        show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = filtered
+    return hidden
+
+
 def machine() -> dict:
     import platform
 
@@ -295,11 +353,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     cfg = json.loads(args.config.read_text())
+    hidden = hide_platform_notices()
     child.enter(args)
     bench = TreeBench(cfg)
     rows = []
+    clock = Progress(len(cfg["contexts"]) * len(cfg["batch_sizes"]))
     for context in cfg["contexts"]:
-        rows += bench.iteration(context)
+        rows += bench.iteration(context, clock)
     memory = {}
     for max_bs in cfg["memory_max_bs"]:
         progress(f"  memory at max bs {max_bs}")
@@ -313,6 +373,7 @@ def main(argv=None) -> int:
                 "memory": memory,
                 "machine": machine(),
                 "sglang_file": sglang.__file__,
+                "hidden_warnings": hidden,
             }
         )
     )

@@ -11,6 +11,7 @@ from sglpatch import interrupt
 from sglpatch.errors import CheckFailed, UserError, describe_os_error
 from sglpatch.layout import Layout
 from sglpatch.lock import build_lock
+from sglpatch.makevars import caller_dir, spelled, user_path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,13 +26,27 @@ def _apply(layout: Layout, args: argparse.Namespace) -> int:
     if args.sglang_dir:
         from sglpatch.fork import apply_to_checkout
 
-        apply_to_checkout(layout, Path(args.sglang_dir), three_way=args.three_way)
+        apply_to_checkout(layout, _checkout_dir(args.sglang_dir), three_way=args.three_way)
     else:
         from sglpatch.queue import apply_series
 
         with build_lock(layout):
             apply_series(layout, args.source)
     return 0
+
+
+def _checkout_dir(text: str) -> Path:
+    """The checkout folder the user named, absolute; refuse one that is not a folder,
+    saying which absolute path was tried."""
+    path = user_path(text)
+    if not path.is_dir():
+        typed_absolute = text.startswith("~") or Path(text).is_absolute()
+        origin = "" if typed_absolute else f" (from {caller_dir()})"
+        raise UserError(
+            f"{spelled('SGLANG_DIR', '--sglang-dir', text)}: {path}{origin} is not a"
+            " directory: pass the root of an SGLang checkout"
+        )
+    return path
 
 
 def _export(layout: Layout, args: argparse.Namespace) -> int:
@@ -137,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except UserError as exc:
         print(f"sglpatch: error: {exc.one_line()}", file=sys.stderr)
+        for hint in exc.hints:
+            print(f"  {hint}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
         print(f"sglpatch: error: {describe_os_error(exc)}", file=sys.stderr)

@@ -6,11 +6,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglpatch import findings as findings_mod
 from sglpatch import series as series_mod
 from sglpatch.console import note
+from sglpatch.errors import UserError
+from sglpatch.findings import Match
 from sglpatch.gitcmd import Git, output_of
 from sglpatch.layout import Layout
 from sglpatch.patchinfo import check_hunks, describe_failure
+from sglpatch.makevars import spelled
 from sglpatch.pin import Pin, check_version, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
 from sglpatch.upstream import (
@@ -32,6 +36,23 @@ _MORE_PLATFORMS = (
 )
 
 
+# What to do with a patch that no finding (patches/upstream.toml) speaks for,
+# by how it applies: (action, what that result means).
+ADVICE = {
+    APPLIES: ("rebase", "applies as is"),
+    MERGES: ("rebase", "applies with a 3-way merge"),
+    UPSTREAM: ("drop", "the release has these very lines"),
+    CONFLICTS: ("port", "rewrite it for the release's code"),
+}
+# The actions, in the order the report lists them, and what each asks of you.
+ACTIONS = {
+    "drop": "leave it out of the series for this release: upstream has it, an"
+    " equivalent, or cannot reach what it fixes",
+    "rebase": "keep it: it applies; `make apply` on the new pin, then `make export`",
+    "port": "rewrite it for the release's code, then `make export`",
+}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The result of one patch against a release tree."""
@@ -39,6 +60,22 @@ class Verdict:
     patch: str
     result: str
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What to do with one patch, and why."""
+
+    action: str
+    why: str
+
+
+def advise(verdict: Verdict, found: Match | None) -> Advice:
+    """A finding's action where one holds, else the action of the patch's result."""
+    if found is not None:
+        return Advice(found.action, found.describe())
+    action, meaning = ADVICE[verdict.result]
+    return Advice(action, f"{meaning}: {verdict.detail}" if verdict.detail else meaning)
 
 
 def classify(tree: Path, patches: list[Path]) -> list[Verdict]:
@@ -70,9 +107,16 @@ def _classify_one(git: Git, path: Path) -> Verdict:
 
 def check_upstream(layout: Layout, version: str) -> str:
     """Fetch release ``version`` and return the markdown report of the series."""
-    check_version(version)
+    if not version:
+        raise UserError(
+            f"check-upstream needs the release to check: {spelled('VERSION', '--version', 'X.Y.Z')}"
+            f" (e.g. {spelled('VERSION', '--version', '0.5.23')})"
+        )
+    check_version(version, spelled("VERSION", "--version", repr(version)))
     pin = load_pin(layout.pin_file)
     series = series_mod.load(layout.patches)
+    table = layout.patches / findings_mod.FILE_NAME
+    findings = findings_mod.load(table, pin)
     wheel = fetch_release(pin, version, layout.cache)
     base = fetch_pinned_wheel(pin, layout.cache)
     with tempfile.TemporaryDirectory(prefix="sglpatch-upstream-") as scratch:
@@ -80,9 +124,22 @@ def check_upstream(layout: Layout, version: str) -> str:
         init_from_wheel(base.path, base.sha256, pin.version, pin.released, tree)
         git = Git(tree)
         commit_wheel(git, wheel.path, wheel.sha256, version, pin.released)
+        findings_mod.check(findings, series.names, _reader(git, "HEAD~1"), table)
         blob = git.rev(f"HEAD:{pin.target}")
+        release = _reader(git, "HEAD")
         verdicts = classify(tree, series.paths)
-    return render(pin, version, wheel, blob, verdicts)
+        advice = [advise(v, findings_mod.match(findings, v.patch, release)) for v in verdicts]
+    return render(pin, version, wheel, blob, verdicts, advice)
+
+
+def _reader(git: Git, commit: str) -> findings_mod.Reader:
+    """Reads files of ``commit`` (never the work tree, which patches change)."""
+
+    def read(path: str) -> str | None:
+        proc = git.run("show", f"{commit}:{path}", check=False)
+        return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else None
+
+    return read
 
 
 def release_target(pin: Pin) -> WheelTarget:
@@ -97,8 +154,15 @@ def fetch_release(pin: Pin, version: str, cache: Path) -> Wheel:
     return wheel
 
 
-def render(pin: Pin, version: str, wheel: Wheel, blob: str | None, verdicts: list[Verdict]) -> str:
-    """The report as a markdown section with one table row per patch."""
+def render(
+    pin: Pin,
+    version: str,
+    wheel: Wheel,
+    blob: str | None,
+    verdicts: list[Verdict],
+    advice: list[Advice],
+) -> str:
+    """The report as a markdown section: one table row per patch, then what to do."""
     same = "unchanged" if blob == pin.target_blob else "changed"
     checked = "matches the index" if wheel.verified_by == "index" else "computed"
     lines = [
@@ -107,15 +171,28 @@ def render(pin: Pin, version: str, wheel: Wheel, blob: str | None, verdicts: lis
         f"- wheel: `{wheel.path.name}`, sha256 `{wheel.sha256}` ({checked})",
         f"- `{pin.target}`: blob `{blob or 'missing'}`, {same} since {pin.tag}",
         "",
-        "| # | patch | result | detail |",
-        "| --- | --- | --- | --- |",
+        "| # | patch | result | what to do | why |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    for number, verdict in enumerate(verdicts, 1):
-        cells = (str(number), f"`{verdict.patch}`", verdict.result, verdict.detail)
+    for number, (verdict, todo) in enumerate(zip(verdicts, advice, strict=True), 1):
+        cells = (str(number), f"`{verdict.patch}`", verdict.result, f"**{todo.action}**", todo.why)
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     if not verdicts:
-        lines.append("| - | (the series is empty) | - | - |")
+        lines.append("| - | (the series is empty) | - | - | - |")
     results = (APPLIES, MERGES, UPSTREAM, CONFLICTS)
     counts = {r: sum(v.result == r for v in verdicts) for r in results}
     lines += ["", ", ".join(f"{n} {r}" for r, n in counts.items())]
-    return "\n".join(lines)
+    return "\n".join(lines + _next_steps(version, advice))
+
+
+def _next_steps(version: str, advice: list[Advice]) -> list[str]:
+    """``What to do for X: drop 2 (#1, #2), port 1 (#3)`` and what each action means."""
+    numbers = {
+        action: [f"#{n}" for n, todo in enumerate(advice, 1) if todo.action == action]
+        for action in ACTIONS
+    }
+    todo = [f"{a} {len(ns)} ({', '.join(ns)})" for a, ns in numbers.items() if ns]
+    if not todo:
+        return []
+    meanings = [f"- {a}: {ACTIONS[a]}" for a, ns in numbers.items() if ns]
+    return ["", f"What to do for {version}: {', '.join(todo)}.", "", *meanings]

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 
 
 class UserError(Exception):
-    """A problem the user can fix; the CLI prints it as one line and exits 2."""
+    """A problem the user can fix; the CLI prints it as one line and exits 2.
+
+    ``hints`` are short lines printed under it, indented: the items a message
+    would otherwise string together (failing patches, commands to copy).
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str = "", *, hints: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.hints = tuple(hints)
 
     def one_line(self) -> str:
         """The message collapsed onto a single line."""

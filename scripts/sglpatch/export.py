@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sglpatch import findings as findings_mod
 from sglpatch import roundtrip
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
@@ -206,6 +207,11 @@ def check_patches(layout: Layout) -> None:
         problems = _export_differences(layout)
     if problems:
         raise CheckFailed(f"{layout.patches} is out of date (fix: make apply export)", problems)
+    table = layout.patches / findings_mod.FILE_NAME
+    listed = tuple(entry.name for entry in series_mod.read_entries(layout.patches))
+    stale = findings_mod.problems(findings_mod.load(table, load_pin(layout.pin_file)), listed)
+    if stale:
+        raise CheckFailed(f"{table} names patches the series lacks (fix: rename them)", stale)
     note(f"{layout.patches} matches a fresh export of {layout.sglang}")
 
 

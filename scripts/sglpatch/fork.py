@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from sglpatch.console import note
 from sglpatch.errors import UserError
 from sglpatch.gitcmd import Git, output_of, scratch_worktree
 from sglpatch.layout import Layout
+from sglpatch.makevars import via_make
 from sglpatch.patchinfo import abort_am, describe_failure
 from sglpatch.pin import Pin, load_pin
 from sglpatch.series import Series
@@ -18,8 +20,9 @@ from sglpatch.series import Series
 def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> str:
     """Apply the series to ``path`` on a new branch and check it out; return its name.
 
-    Patches are applied in a temporary worktree; the branch is created and
-    checked out only once all of them applied, so a failure changes nothing.
+    The branch starts at the checkout's HEAD. Patches are applied in a
+    temporary worktree; the branch is created and checked out only once all of
+    them applied, so a failure changes nothing.
     """
     pin = load_pin(layout.pin_file)
     series = series_mod.load(layout.patches)
@@ -28,10 +31,14 @@ def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> st
     _check_ready(git, series, branch)
     blob = git.rev(f"HEAD:{pin.target}")
     if blob != pin.target_blob and not three_way:
-        raise UserError(_differs_message(git, pin, series, blob))
-    commit = _apply_in_worktree(git, series, three_way)
+        raise _differs(git, pin, series, blob)
+    start = _where(git)
+    commit = _apply_in_worktree(git, series, branch, three_way)
     _create_and_switch(git, branch, commit, len(series))
-    note(f"{git.cwd}: on new branch {branch} (+{len(series)} commit(s))")
+    note(
+        f"{git.cwd}: on new branch {branch}: {len(series)} commit(s) on top of"
+        f" {_describe(git, start)}, where HEAD was (`git checkout {_name(start)}` goes back)"
+    )
     return branch
 
 
@@ -76,18 +83,26 @@ def _check_ready(git: Git, series: Series, branch: str) -> None:
         )
 
 
-def _differs_message(git: Git, pin: Pin, series: Series, blob: str | None) -> str:
+def _differs(git: Git, pin: Pin, series: Series, blob: str | None) -> UserError:
     """Why the checkout was refused, which patches fail, and what to do."""
     failing = dry_run(git, series)
     verdict = (
-        f"{len(failing)} of {len(series)} patch(es) do not apply: {'; '.join(failing)}"
+        f"{len(failing)} of {len(series)} patch(es) do not apply"
         if failing
         else f"all {len(series)} patch(es) pass `git apply --check`"
     )
-    return (
-        f"{pin.target} at HEAD of {git.cwd} is blob {blob}, not {pin.target_blob} of"
-        f" {pin.tag} (base.toml); {verdict}; check out {pin.tag} first, or rerun with"
-        f" --three-way (make apply SGLANG_DIR={git.cwd} THREE_WAY=1) to merge them"
+    rerun = (
+        f"make apply SGLANG_DIR={shlex.quote(str(git.cwd))} THREE_WAY=1"
+        if via_make("THREE_WAY")
+        else "the same command with --three-way"
+    )
+    return UserError(
+        f"{git.cwd} is not at {pin.tag}: its {pin.target} is blob {(blob or '?')[:12]},"
+        f" not {pin.target_blob[:12]} (base.toml); {verdict}",
+        hints=[
+            *failing,
+            f"to merge them: {rerun} (a 3-way merge), or check out {pin.tag} first",
+        ],
     )
 
 
@@ -102,23 +117,38 @@ def dry_run(git: Git, series: Series) -> list[str]:
             if check.returncode == 0:
                 git.run("apply", "--cached", str(path), env=env)
             else:
-                failing.append(f"{path.name} ({describe_failure(path, output_of(check))})")
+                failing.append(f"{path.name}: {describe_failure(path, output_of(check))}")
     return failing
 
 
-def _apply_in_worktree(git: Git, series: Series, three_way: bool) -> str:
+def _apply_in_worktree(git: Git, series: Series, branch: str, three_way: bool) -> str:
     """``git am`` the series in a scratch worktree of HEAD; return the last commit."""
     options = ["am", "--keep-non-patch", *(["--3way"] if three_way else [])]
     with scratch_worktree(git, "HEAD") as work:
         for number, path in enumerate(series.paths, 1):
             proc = work.run(*options, str(path), check=False)
             if proc.returncode != 0:
+                merge = " even with a 3-way merge" if three_way else ""
                 raise UserError(
                     f"patch {number}/{len(series)} {path.name} does not apply to"
-                    f" {git.cwd}: {abort_am(work, path, proc)};"
-                    " nothing was changed there"
+                    f" {git.cwd}{merge}; nothing was changed there",
+                    hints=[abort_am(work, path, proc), *by_hand(git, series, branch)],
                 )
         return work.out("rev-parse", "HEAD")
+
+
+def by_hand(git: Git, series: Series, branch: str) -> list[str]:
+    """The README's by-hand route, as lines to copy: ``git am --3way`` stops at
+    each conflict for you to resolve."""
+    paths = [shlex.quote(str(path)) for path in series.paths]
+    return [
+        "to resolve the conflicts by hand (README: Using the patches in a fork), in a clean tree:",
+        f"  cd {shlex.quote(str(git.cwd))} && git switch -c {branch}",
+        "  git am --3way --keep-non-patch \\",
+        *[f"    {path} \\" for path in paths[:-1]],
+        f"    {paths[-1]}",
+        "  then, at each stop: fix the files, `git add` them, `git am --continue`",
+    ]
 
 
 def _create_and_switch(git: Git, branch: str, commit: str, count: int) -> None:
@@ -150,6 +180,12 @@ def _create_and_switch(git: Git, branch: str, commit: str, count: int) -> None:
             f" `git branch -D {branch}`"
         )
     raise UserError(f"could not check out {branch} in {git.cwd}: {lines[0]}; nothing was changed")
+
+
+def _describe(git: Git, where: str) -> str:
+    """``main (1a2b3c4d5e6f Subject)``: a ref or commit and what it holds."""
+    commit = git.out("log", "-1", "--format=%h %s", "--abbrev=12", where)
+    return f"{_name(where)} ({commit})" if where.startswith("refs/") else commit
 
 
 def _where(git: Git) -> str:

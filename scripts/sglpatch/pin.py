@@ -51,10 +51,11 @@ class Pin:
         return f"base/{self.tag}"
 
 
-def check_version(version: str) -> str:
-    """Return ``version`` if it looks like a release number, else raise."""
+def check_version(version: str, shown: str = "") -> str:
+    """Return ``version`` if it looks like a release number, else raise (naming it
+    as ``shown``, e.g. ``VERSION='0.5'``)."""
     if not VERSION_RE.match(version):
-        raise UserError(f"bad version {version!r}: expected X.Y.Z (e.g. 0.5.13)")
+        raise UserError(f"bad version {shown or repr(version)}: expected X.Y.Z (e.g. 0.5.13)")
     return version
 
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from sglpatch import scratch
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
-from sglpatch.console import note
+from sglpatch.console import details, note
 from sglpatch.errors import UserError
 from sglpatch.gitcmd import TOOL_EMAIL, Git
 from sglpatch.layout import Layout
+from sglpatch.makevars import shown_path
 from sglpatch.patchinfo import abort_am, all_paths
 from sglpatch.pin import Pin, load_pin
 from sglpatch.series import Series
@@ -115,7 +117,7 @@ def _keep(layout: Layout, old: Stamp, wanted: Stamp) -> bool:
     if same_inputs and local:
         note(f"{layout.sglang} has {local}; patches unchanged, tree left as is")
     elif same_inputs and old.complete and git.rev("HEAD") == old.head:
-        note(f"{layout.sglang} is up to date")
+        note(f"{layout.sglang} is up to date ({read_hint(layout, load_pin(layout.pin_file))})")
     elif local:
         raise UserError(
             f"{layout.sglang} has {local}, and {layout.patches} changed since it was built:"
@@ -234,7 +236,9 @@ def _apply_patches(layout: Layout, series: Series, wanted: Stamp, building: Buil
             stamp_mod.write(layout.sglang, wanted.with_head(git.rev("HEAD"), False))
             raise UserError(_failure_message(layout, series, number, where))
     stamp_mod.write(layout.sglang, wanted.with_head(git.rev("HEAD"), True))
-    note(f"{layout.sglang} is on branch {BRANCH}: base + {len(series)} patch(es)")
+    pin = load_pin(layout.pin_file)
+    note(f"{layout.sglang} is on branch {BRANCH}: {pin.base_tag} + {len(series)} patch(es)")
+    details([*(str(line) for line in patch_summaries(git, pin)), read_hint(layout, pin)])
 
 
 def _failure_message(layout: Layout, series: Series, number: int, where: str) -> str:
@@ -247,6 +251,48 @@ def _failure_message(layout: Layout, series: Series, number: int, where: str) ->
         f" `git am -3 {rest}`, resolve each conflict and `git am --continue`,"
         " then `make export`"
     )
+
+
+@dataclass(frozen=True)
+class PatchSummary:
+    """One commit of the series: its subject, the files it changes, lines +/-."""
+
+    number: int
+    subject: str
+    files: tuple[str, ...]
+    added: int
+    deleted: int
+
+    def __str__(self) -> str:
+        names = ", ".join(Path(name).name for name in self.files) or "no files"
+        return f"{self.number:04d} {self.subject} ({names} +{self.added} -{self.deleted})"
+
+
+def patch_summaries(git: Git, pin: Pin) -> list[PatchSummary]:
+    """A summary of each commit on ``patched`` above the base tag, oldest first."""
+    log = git.out(
+        "log", "--reverse", "--format=%x00%s", "--numstat", f"{pin.base_tag}..refs/heads/{BRANCH}"
+    )
+    out = []
+    for number, record in enumerate(log.split("\0")[1:], 1):
+        subject, *stats = record.splitlines()
+        rows = [line.split("\t", 2) for line in stats if line.count("\t") >= 2]
+        counts = [(int(a), int(d)) for a, d, _ in rows if a.isdigit() and d.isdigit()]
+        out.append(
+            PatchSummary(
+                number,
+                subject,
+                tuple(name for _, _, name in rows),
+                sum(a for a, _ in counts),
+                sum(d for _, d in counts),
+            )
+        )
+    return out
+
+
+def read_hint(layout: Layout, pin: Pin) -> str:
+    """How to read the series as commits."""
+    return f"read it: git -C {shown_path(layout.sglang)} log -p {pin.base_tag}..{BRANCH}"
 
 
 def ensure_base_worktree(layout: Layout, pin: Pin) -> None:
