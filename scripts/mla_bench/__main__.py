@@ -54,7 +54,7 @@ def plan_line(args, cfg: dict, trees: int) -> str:
     what = f"{chosen} sizes, {trees} trees x {points} points, {cfg['repeats']} repeats"
     if cfg["device"] == "cuda":
         return f"[bench] {what} on CUDA"
-    why = "" if args.full or args.quick else " (no CUDA visible)"
+    why = "" if args.full or args.quick else " (the CPU default)"
     other = "full" if chosen == "quick" else "quick"
     return (
         f"[bench] {what} on CPU{why}: {config.CPU_TIME[chosen]} for 2 trees on 2 cores;"

@@ -222,7 +222,7 @@ def regressions(result: dict) -> list[str]:
     return bad
 
 
-def chart(result: dict, path, device: str = "cuda") -> None:
+def chart(result: dict, path, device: str = "cuda"):
     """Grouped bars: host µs per phase, base vs patched, one panel per context, on a
     log axis (so a bar 100,000 times shorter stays visible), each pair labelled with
     base / patched."""
@@ -259,6 +259,7 @@ def chart(result: dict, path, device: str = "cuda") -> None:
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=130)
+    return fig
 
 
 def ladder_markdown(steps: list, cfg: dict) -> str:

@@ -1,13 +1,22 @@
-"""`make bench` refuses bad flags with one line and a non-zero exit, before any work."""
+"""`make bench`'s command line: one-line refusals before any work, a help that
+shows the real invocation and every default, the presets, and the recorded
+command."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from mla_bench import config
+from mla_bench.__main__ import invocation
 from mla_harness import subprocess_env
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -16,7 +25,10 @@ from mla_harness import subprocess_env
         (["--steps", "0"], "--steps must be >= 1"),
         (["--batch-sizes", "1,x"], "expected comma-separated integers"),
         (["--batch-sizes", "128"], "--batch-sizes must not exceed --cuda-graph-max-bs"),
+        (["--quick", "--batch-sizes", "8"], "--batch-sizes must not exceed --cuda-graph-max-bs"),
+        (["--repeats", "0"], "--repeats must be >= 1"),
         (["--page-size", "16"], "invalid choice"),
+        (["--quick", "--full"], "not allowed with argument"),
         (["--frobnicate"], "unrecognized arguments"),
     ],
 )
@@ -36,3 +48,72 @@ def test_missing_trees_named(tmp_path):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "tree missing" in proc.stderr and "make apply" in proc.stderr
+
+
+def test_help_through_make_shows_the_invocation_every_default_and_what_quick_sets():
+    python = ROOT / ".venv" / "bin" / "python"
+    proc = subprocess.run(
+        ["make", "-s", "-o", "venv", "-o", "apply", "bench", "BENCH_ARGS=--help"],
+        cwd=ROOT,
+        env={**subprocess_env(), "MAKEFLAGS": "", "VENV": str(python.parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert text.startswith('usage: make bench BENCH_ARGS="[options]"')
+    assert "--quick on CPU, where --full takes about an hour on 2 cores" in text
+    assert "contexts 4096, batch sizes 1,4, CUDA-graph max bs 4" in text  # what --quick sets
+    assert "(default: --full 81920,163840; --quick 4096)" in text
+    entries = re.split(r"\n  (?=-)", proc.stdout.split("options:", 1)[1])
+    for action in config.parser()._actions:
+        if action.nargs != 0:  # a flag with a value: its default is shown
+            entry = next(e for e in entries if e.startswith(f"{action.option_strings[-1]} "))
+            assert "(default: " in " ".join(entry.split()), entry
+
+
+def _args(*flags: str) -> argparse.Namespace:
+    return config.parser().parse_args(list(flags))
+
+
+def test_the_cpu_default_is_quick_and_the_full_sizes_are_asked_for():
+    cpu = config.from_args(_args(), cuda=False)
+    assert (cpu.contexts, cpu.batch_sizes, cpu.repeats, cpu.warmup) == ([4096], [1, 4], 2, 0)
+    full_cpu = config.from_args(_args("--full"), cuda=False)
+    assert full_cpu.contexts == [81920, 163840] and (full_cpu.repeats, full_cpu.warmup) == (3, 1)
+    gpu = config.from_args(_args(), cuda=True)
+    assert gpu.batch_sizes == [1, 8, 32, 64] and (gpu.repeats, gpu.warmup) == (200, 20)
+    assert config.from_args(_args("--quick"), cuda=True).contexts == [4096]
+    given = config.from_args(_args("--quick", "--contexts", "8192", "--repeats", "5"), cuda=False)
+    assert (given.contexts, given.repeats, given.batch_sizes) == ([8192], 5, [1, 4])
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "command"),
+    [
+        (
+            {"SGLPATCH_MK_BENCH_ARGS": "--quick", "SGLPATCH_MK_BUILD": "build"},
+            ["--build", "build", "--quick"],
+            'make bench BENCH_ARGS="--quick"',
+        ),
+        (
+            {"SGLPATCH_MK_BENCH_ARGS": "", "SGLPATCH_MK_BUILD": "/b"},
+            ["--build", "/b"],
+            "make bench BUILD=/b",
+        ),
+        ({}, ["--build", "build", "--quick"], "PYTHONPATH=scripts python -m mla_bench --build build --quick"),
+        (  # make's variables inherited by a run make did not start (make test)
+            {"SGLPATCH_MK_BENCH_ARGS": "", "SGLPATCH_MK_BUILD": "build"},
+            ["--build", "build", "--quick"],
+            "PYTHONPATH=scripts python -m mla_bench --build build --quick",
+        ),
+    ],
+    ids=["make", "make-build", "module", "inherited"],
+)
+def test_the_recorded_command_can_be_run(monkeypatch, env, argv, command):
+    for key in ("SGLPATCH_MK_BENCH_ARGS", "SGLPATCH_MK_BUILD"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert invocation(argv) == command

@@ -1,4 +1,5 @@
-"""``report.compare``: iteration sums of the EAGLE phases only, inputs left as given."""
+"""``report``: iteration sums of the EAGLE phases only, inputs left as given;
+what each device's tables show and leave out; sizes; the chart's axis."""
 
 from __future__ import annotations
 
@@ -7,19 +8,22 @@ import copy
 from mla_bench import report
 
 
-def _figures(host_us, launches):
-    return {"host_us": host_us, "gpu_us": None, "launches": launches, "alloc_bytes": 4 * launches}
+def _figures(host_us, launches, gpu=False):
+    gpu_us = 2.0 * host_us if gpu else None
+    return {"host_us": host_us, "gpu_us": gpu_us, "launches": launches, "alloc_bytes": 4 * launches}
 
 
-def _run(scale):
+def _run(scale, gpu=False):
     phases = {
-        "draft_replay": _figures(100 * scale, 3 * scale),
-        "verify_replay": _figures(10 * scale, 4 * scale),
-        "extend_replay": _figures(1 * scale, 8 * scale),
-        "draft_eager": _figures(1000 * scale, 10 * scale),
-        "decode_replay": _figures(7 * scale, 1 * scale),
+        "draft_replay": _figures(100 * scale, 3 * scale, gpu),
+        "verify_replay": _figures(10 * scale, 4 * scale, gpu),
+        "extend_replay": _figures(1 * scale, 8 * scale, gpu),
+        "draft_eager": _figures(1000 * scale, 10 * scale, gpu),
+        "decode_replay": _figures(7 * scale, 1 * scale, gpu),
     }
-    memory = {"8": {"draft": {"bytes": 64 * scale}}}
+    for fill in report.FILLS:
+        phases[fill] = {"graph_us": 3.0 * scale if gpu else None, "floor_us": 2.0 if gpu else None}
+    memory = {"8": {"draft": {"bytes": 3 << (20 if scale > 1 else 10)}}}
     return {"rows": [{"context": 4096, "bs": 1, "phases": phases}], "memory": memory}
 
 
@@ -35,18 +39,63 @@ def test_compare_sums_the_iteration_and_leaves_its_inputs_alone():
     assert report.regressions(result) == []
     assert report.regressions(report.compare(patched, base))  # the other way round regresses
     table = report.markdown(result, _config())
-    assert "| 4096 | 1 | decode_replay | 14.0 | 7.0 |" in table
+    assert "| 4096 | 1 | decode_replay | 14.0 | 7.0 | 2 | 1 | 8 | 4 |" in table
+
+
+def test_a_cpu_run_shows_what_means_something_there_and_says_what_it_left_out():
+    table = report.markdown(report.compare(_run(2), _run(1)), _config())
+    assert report.LEFT_OUT_ON_CPU in table
+    assert "GPU µs" not in table.replace(report.LEFT_OUT_ON_CPU, "")
+    assert "TPOT" not in table.replace(report.LEFT_OUT_ON_CPU, "") and " - |" not in table
+    assert "| 8 | draft | 3.0 MiB | 3.0 KiB | 3.0 MiB |" in table  # no 0.0 for kilobytes
+    assert _tables(table) == 2  # the phase table and the memory table
+
+
+def test_a_gpu_run_shows_gpu_times_fills_and_the_tpot_estimate():
+    cfg = _config(device="cuda")
+    table = report.markdown(report.compare(_run(2, gpu=True), _run(1, gpu=True)), cfg)
+    assert report.LEFT_OUT_ON_CPU not in table
+    assert "| host µs base | host µs patched | GPU µs base | GPU µs patched |" in table
+    assert "| 4096 | 1 | decode_replay | 14.0 | 7.0 | 28.0 | 14.0 | 2 | 1 | 8 | 4 |" in table
+    assert "TPOT effect" in table and "alone in a CUDA graph" in table
+    assert _tables(table) == 4  # phases, fills, TPOT, memory
+
+
+def test_sizes_keep_their_unit():
+    assert [report.size(n) for n in (512, 4096, 7.5 * 2**20, 1150 * 2**20)] == [
+        "512 B",
+        "4.0 KiB",
+        "7.5 MiB",
+        "1150.0 MiB",
+    ]
 
 
 def test_ladder_table_has_a_column_per_figure():
-    result = report.compare(_run(2), _run(1))
-    table = report.ladder_markdown([("+01 patch", result)], _config())
+    result = report.compare(_run(2, gpu=True), _run(1, gpu=True))
+    table = report.ladder_markdown([("+01 patch", result)], _config(device="cuda"))
     header, rule, line = table.splitlines()
     assert header.count("|") == rule.count("|") == line.count("|")
     assert "decode replay launches" in header and "| 2 -> 1 |" in line
+    assert "iteration GPU µs" in header and "| 3.0 MiB -> 3.0 KiB |" in line
+    cpu = report.ladder_markdown([("+01 patch", report.compare(_run(2), _run(1)))], _config())
+    assert "GPU µs" not in cpu and "alone in a graph" not in cpu
 
 
-def _config():
+def test_the_chart_has_a_log_axis_and_the_ratios(tmp_path):
+    fig = report.chart(report.compare(_run(1000), _run(1)), tmp_path / "c.png", "cpu")
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    axis = fig.axes[0]
+    assert axis.get_yscale() == "log" and "Triton interpreter" in axis.get_title()
+    assert "1e+03x" in {text.get_text() for text in axis.texts}
+
+
+def _tables(markdown: str) -> int:
+    return sum(line.startswith("|---") for line in markdown.splitlines())
+
+
+def _config(device="cpu"):
     cfg = {"steps": 3, "topk": 1, "draft_tokens": 4, "page_size": 64, "extend_mode": "v1"}
-    cfg.update(cuda_graph_max_bs=4, device="cpu", repeats=2, memory_context=8192, memory_max_bs=[8])
+    cfg.update(
+        cuda_graph_max_bs=4, device=device, repeats=2, memory_context=8192, memory_max_bs=[8]
+    )
     return cfg

@@ -93,6 +93,22 @@ def test_patches_become_one_commit_each(workspace: Workspace, raw_patches: Path)
     assert git(workspace.build / "base", "rev-parse", "HEAD") == BASE_COMMIT
 
 
+def test_apply_prints_a_line_per_patch_and_how_to_read_the_series(
+    workspace: Workspace, raw_patches: Path
+):
+    workspace.use_patches(raw_patches)
+    lines = workspace.ok("apply").stderr.splitlines()
+    start = lines.index(f"sglpatch: {workspace.tree} is on branch patched: base/v0.5.12 + 3 patch(es)")
+    assert lines[start + 1 : start + 5] == [
+        "  0001 [perf] Skip a needless fill (trtllm_mla_backend.py +1 -1)",
+        "  0002 [fix] Add a helper (trtllm_mla_backend.py +4 -0)",
+        "  0003 [feat] Add a note module (sglpatch_note.py +3 -0)",
+        f"  read it: git -C {workspace.tree} log -p base/v0.5.12..patched",
+    ]
+    again = workspace.ok("apply").stderr
+    assert f"up to date (read it: git -C {workspace.tree} log -p base/v0.5.12..patched)" in again
+
+
 def test_patched_commits_are_deterministic(workspace, raw_patches, tmp_path_factory, pinned_wheel):
     workspace.use_patches(raw_patches)
     workspace.ok("apply")

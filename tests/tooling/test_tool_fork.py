@@ -50,18 +50,29 @@ def series_space(workspace: Workspace, canonical_patches: Path) -> Workspace:
     return workspace
 
 
-def _refused(space: Workspace, fork: Path, *extra: str) -> str:
+def _refused(space: Workspace, fork: Path, *extra: str, env: dict | None = None) -> str:
     """Run a refused fork apply; check nothing changed; return the error line."""
+    return _refusal(space, fork, *extra, env=env).splitlines()[0]
+
+
+def _refusal(space: Workspace, fork: Path, *extra: str, env: dict | None = None) -> str:
+    """Run a refused fork apply; check nothing changed and that no line of what it
+    says is long (a list goes one item a line); return its stderr."""
     before = snapshot(fork)
-    error = one_error_line(space.tool("apply", "--sglang-dir", str(fork), *extra))
+    proc = space.tool("apply", "--sglang-dir", str(fork), *extra, env=env)
+    one_error_line(proc)
     assert snapshot(fork) == before
-    return error
+    assert max(len(line) for line in proc.stderr.splitlines()) < 300, proc.stderr
+    return proc.stderr[proc.stderr.index("sglpatch: error:") :]
 
 
 def test_fork_apply_makes_a_new_branch(series_space: Workspace, fork: Path):
     base = git(fork, "rev-parse", "HEAD")
     proc = series_space.ok("apply", "--sglang-dir", str(fork))
-    assert BRANCH in proc.stderr
+    assert (
+        f"sglpatch: {fork}: on new branch {BRANCH}: 3 commit(s) on top of main ({base[:12]}"
+        " SGLang 0.5.12 (upstream release)), where HEAD was (`git checkout main` goes back)"
+    ) in proc.stderr
     assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
     assert git(fork, "rev-parse", "main") == base
     log = git(fork, "log", "--reverse", "--format=%an|%s", f"{base}..")
@@ -105,20 +116,44 @@ def test_fork_not_an_sglang_checkout(series_space: Workspace, tmp_path: Path):
 def test_fork_with_a_different_target_lists_failing_patches(series_space, fork):
     edit_target(fork, "import math\n", "import math as _math\n")
     commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
-    error = _refused(series_space, fork)
-    assert "1 of 3 patch(es) do not apply" in error
-    assert "0001-perf-Skip-a-needless-fill.patch" in error and "hunk #1 of 1" in error
-    assert "--three-way" in error and "THREE_WAY=1" in error
-    # The 3-way route fails too here, and also leaves nothing behind.
-    assert "nothing was changed" in _refused(series_space, fork, "--three-way")
+    said = _refusal(series_space, fork).splitlines()
+    assert said[0].startswith(f"sglpatch: error: {fork} is not at v0.5.12: its {TARGET} is blob")
+    assert said[0].endswith("(base.toml); 1 of 3 patch(es) do not apply")
+    assert said[1].startswith(f"  0001-perf-Skip-a-needless-fill.patch: {TARGET}: hunk #1 of 1")
+    assert said[2] == "  to merge them: the same command with --three-way (a 3-way merge), or check out v0.5.12 first"
+    # Under make, the hint is the make command.
+    said = _refusal(series_space, fork, env={"SGLPATCH_MK_THREE_WAY": ""}).splitlines()
+    assert said[2].startswith(f"  to merge them: make apply SGLANG_DIR={fork} THREE_WAY=1 (a")
+    # The 3-way route fails too here, leaves nothing behind, and shows the by-hand route.
+    said = _refusal(series_space, fork, "--three-way").splitlines()
+    assert said[0] == (
+        f"sglpatch: error: patch 1/3 0001-perf-Skip-a-needless-fill.patch does not apply to"
+        f" {fork} even with a 3-way merge; nothing was changed there"
+    )
+    assert said[1].startswith(f"  {TARGET}: ") and "hunk #1 of 1" in said[1]
+    names = sorted(p.name for p in series_space.patches.glob("*.patch"))
+    assert said[2:] == [
+        "  to resolve the conflicts by hand (README: Using the patches in a fork), in a clean tree:",
+        f"    cd {fork} && git switch -c {BRANCH}",
+        "    git am --3way --keep-non-patch \\",
+        f"      {series_space.patches / names[0]} \\",
+        f"      {series_space.patches / names[1]} \\",
+        f"      {series_space.patches / names[2]}",
+        "    then, at each stop: fix the files, `git add` them, `git am --continue`",
+    ]
     assert BRANCH not in git(fork, "branch")
+    # Copied into a shell, the by-hand route stops at the conflict, for the user.
+    by_hand = run(["sh", "-c", "\n".join(line.strip() for line in said[3:9])])
+    assert by_hand.returncode != 0 and "git am --continue" in by_hand.stdout + by_hand.stderr
+    assert (fork / ".git" / "rebase-apply").is_dir()
+    assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
 
 
 def test_fork_three_way_merges_a_distant_change(series_space: Workspace, fork: Path):
     line = "class TRTLLMMLABackend(FlashInferMLAAttnBackend):\n"
     edit_target(fork, line, line.replace(":", ":  # fork"))
     commit_all(fork, "F <f@example.com>", "fork change", "2026-06-10T00:00Z")
-    assert "all 3 patch(es) pass" in _refused(series_space, fork)
+    assert _refused(series_space, fork).endswith("; all 3 patch(es) pass `git apply --check`")
     series_space.ok("apply", "--sglang-dir", str(fork), "--three-way")
     text = (fork / TARGET).read_text()
     assert "Backend):  # fork" in text and "def sglpatch_helper" in text

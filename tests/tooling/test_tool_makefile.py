@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import re
 import shutil
 import subprocess
@@ -40,6 +41,8 @@ def sandbox(tmp_path: Path) -> Path:
     (tmp_path / "scripts").symlink_to(ROOT / "scripts")
     (tmp_path / "patches").mkdir()
     shutil.copyfile(PIN.path, tmp_path / "patches" / "base.toml")
+    (tmp_path / "ci").mkdir()
+    shutil.copyfile(ROOT / "ci" / "requirements.txt", tmp_path / "ci" / "requirements.txt")
     return tmp_path
 
 
@@ -68,3 +71,136 @@ def test_no_recipe_line_names_a_user_variable():
     recipes = [line for line in lines if line.startswith(("\t", "VPY ", "TOOL "))]
     offending = [line for line in recipes if USER_VARIABLES.search(line)]
     assert len(recipes) > 10 and offending == []
+
+
+def _make(sandbox: Path, *args: str, cwd: Path | None = None, **env: str):
+    """Run make on the sandbox's Makefile with the project's venv."""
+    python = str(ROOT / ".venv" / "bin" / "python")
+    full_env = {
+        **os.environ,
+        "SGLPATCH_PATCHES_DIR": str(sandbox / "patches"),
+        "MAKEFLAGS": "",
+        "PWD": str(cwd or sandbox),
+        **env,
+    }
+    argv = ["make", "--no-print-directory", *args, f"PYTHON={python}"]
+    return subprocess.run(
+        argv, cwd=cwd or sandbox, env=full_env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_help_shows_the_values_of_build_and_venv(sandbox: Path):
+    out = _make(sandbox, "help", "BUILD=/data/b").stdout
+    assert "apply            Build /data/b/sglang = base + patches/series" in out
+    assert "clean            Remove /data/b (the wheel cache included) and .venv" in out
+    assert "$(" not in out and "check-upstream   Per patch against a newer release" in out
+
+
+@pytest.mark.bad_input
+def test_an_unknown_target_points_at_make_help(sandbox: Path):
+    proc = _make(sandbox, "tset")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == "make: no target 'tset': `make help` lists them"
+
+
+@pytest.mark.bad_input
+def test_an_unknown_target_is_data(sandbox: Path):
+    proc = _make(sandbox, "t`touch x`")
+    assert proc.returncode == 2 and "make: no target 't`touch x`'" in proc.stderr
+    assert not (sandbox / "x").exists()
+
+
+@pytest.mark.bad_input
+def test_check_upstream_without_version_names_the_variable(sandbox: Path):
+    proc = _make(sandbox, "check-upstream")
+    assert proc.returncode == 2
+    assert (
+        "sglpatch: error: check-upstream needs the release to check: VERSION=X.Y.Z"
+        " (e.g. VERSION=0.5.23)" in proc.stderr
+    )
+    proc = _make(sandbox, "check-upstream", "VERSION=0.5")
+    assert "sglpatch: error: bad version VERSION='0.5': expected X.Y.Z" in proc.stderr
+
+
+def test_make_f_works_from_another_folder(sandbox: Path, tmp_path: Path):
+    """Recipes run in the Makefile's folder: the tool is found from anywhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = _make(sandbox, "-f", str(sandbox / "Makefile"), "check-upstream", cwd=elsewhere)
+    assert "needs the release to check: VERSION=X.Y.Z" in proc.stderr
+    assert "No module named" not in proc.stderr
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("how", ["make-C", "make-f"])
+def test_a_relative_sglang_dir_is_taken_from_where_make_started(
+    sandbox: Path, tmp_path: Path, how: str
+):
+    """With make -C (make changes folder, the shell's PWD stays) and make -f alike,
+    the error names the absolute path it tried."""
+    start = tmp_path / "start"
+    start.mkdir()
+    flag = ["-C", str(sandbox)] if how == "make-C" else ["-f", str(sandbox / "Makefile")]
+    proc = _make(sandbox, *flag, "apply", "SGLANG_DIR=../sglang", cwd=start)
+    assert proc.returncode == 2
+    assert (
+        f"sglpatch: error: SGLANG_DIR=../sglang: {start}/../sglang (from {start}) is not a"
+        " directory" in proc.stderr
+    )
+
+
+@pytest.mark.bad_input
+def test_a_quoted_tilde_in_sglang_dir_is_expanded(sandbox: Path, tmp_path: Path):
+    proc = _make(sandbox, "apply", "SGLANG_DIR=~/src/sglang", HOME=str(tmp_path))
+    assert f"SGLANG_DIR=~/src/sglang: {tmp_path}/src/sglang is not a directory" in proc.stderr
+
+
+OLD_PYTHON = """\
+import runpy
+import sys
+
+# Python 3.10 as far as the code can tell: `python -m MODULE ARGS`.
+sys.version_info = (3, 10, 13, "final", 0)
+module, sys.argv = sys.argv[2], [sys.argv[2], *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("target", ["apply", "venv"])
+def test_an_old_python_is_told_what_it_needs(sandbox: Path, tmp_path: Path, target: str):
+    """A Python before 3.11 gets one line, from make apply and before make venv
+    creates anything (the interpreter reports 3.10)."""
+    (tmp_path / "old.py").write_text(OLD_PYTHON)
+    shim = tmp_path / "python3.10"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp_path / "old.py"}" "$@"\n')
+    shim.chmod(0o755)
+    venv = tmp_path / "venv"
+    proc = subprocess.run(
+        ["make", "--no-print-directory", target, f"PYTHON={shim}", f"VENV={venv}"],
+        cwd=sandbox,
+        env={**os.environ, "SGLPATCH_PATCHES_DIR": str(sandbox / "patches"), "MAKEFLAGS": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert f"sglpatch: error: needs Python 3.11+, and {sys.executable} is Python 3.10.13" in (
+        proc.stderr
+    )
+    assert "run make with PYTHON=python3.11" in proc.stderr and "Traceback" not in proc.stderr
+    assert not venv.exists()
+
+
+def test_venv_shows_progress():
+    """make venv says what it installs and how big, and lets pip show each package."""
+    proc = subprocess.run(
+        ["make", "-n", "venv", "VENV=/nonexistent/venv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "make venv: installing ci/requirements.txt" in proc.stdout and "5.9 GiB" in proc.stdout
+    pip = next(line for line in proc.stdout.splitlines() if " pip install " in line)
+    assert " -q" not in pip and "--progress-bar on" in pip
