@@ -41,8 +41,10 @@ def invocation(argv: list[str]) -> str:
         if build != "build":
             words.append(f"BUILD={shlex.quote(build)}")
         if args.strip():
-            plain = not any(c in args for c in "\"$`\\")
-            words.append(f'BENCH_ARGS="{args.strip()}"' if plain else f"BENCH_ARGS={shlex.quote(args)}")
+            plain = not any(c in args for c in '"$`\\')
+            words.append(
+                f'BENCH_ARGS="{args.strip()}"' if plain else f"BENCH_ARGS={shlex.quote(args)}"
+            )
         return " ".join(words)
     return "PYTHONPATH=scripts python -m mla_bench " + shlex.join(argv)
 

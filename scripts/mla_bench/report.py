@@ -146,7 +146,11 @@ def markdown(result: dict, cfg: dict) -> str:
     if not gpu:
         lines += ["", LEFT_OUT_ON_CPU]
     headers = [f"{name} {tree}" for name, *_ in columns for tree in ("base", "patched")]
-    lines += ["", _row("context", "bs", "phase", *headers), "|---:|---:|---|" + "---:|" * len(headers)]
+    lines += [
+        "",
+        _row("context", "bs", "phase", *headers),
+        "|---:|---:|---|" + "---:|" * len(headers),
+    ]
     for row in result["rows"]:
         for phase in SHOWN:
             b, p = row["base"][phase], row["patched"][phase]
@@ -185,8 +189,7 @@ def memory_markdown(result: dict, cfg: dict) -> list[str]:
     """Graph state per backend and max bs, base vs patched."""
     lines = [
         "",
-        "CUDA-graph state allocated by init_cuda_graph_state, "
-        f"context {cfg['memory_context']}:",
+        f"CUDA-graph state allocated by init_cuda_graph_state, context {cfg['memory_context']}:",
         "",
         "| max bs | backend | base | patched | returned |",
         "|---:|---|---:|---:|---:|",
@@ -250,8 +253,12 @@ def chart(result: dict, path, device: str = "cuda"):
         for i, (b, p) in enumerate(zip(base, patched, strict=True)):
             if b > 0 and p > 0:
                 ax.annotate(
-                    f"{b / p:.3g}x", (i, max(b, p)), textcoords="offset points",
-                    xytext=(0, 2), ha="center", fontsize=5,
+                    f"{b / p:.3g}x",
+                    (i, max(b, p)),
+                    textcoords="offset points",
+                    xytext=(0, 2),
+                    ha="center",
+                    fontsize=5,
                 )
         ax.set_xticks(list(x), labels, fontsize=6, rotation=90)
         ax.set_ylabel("host time per call (µs, median, log scale)")

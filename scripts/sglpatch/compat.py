@@ -13,8 +13,8 @@ from sglpatch.errors import UserError
 from sglpatch.findings import Match
 from sglpatch.gitcmd import Git, output_of
 from sglpatch.layout import Layout
-from sglpatch.patchinfo import check_hunks, describe_failure
 from sglpatch.makevars import spelled
+from sglpatch.patchinfo import check_hunks, describe_failure
 from sglpatch.pin import Pin, check_version, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
 from sglpatch.upstream import (

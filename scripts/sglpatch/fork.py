@@ -142,7 +142,7 @@ def by_hand(git: Git, series: Series, branch: str) -> list[str]:
     each conflict for you to resolve."""
     paths = [shlex.quote(str(path)) for path in series.paths]
     return [
-        "to resolve the conflicts by hand (README: Using the patches in a fork), in a clean tree:",
+        "resolve them by hand, in a clean tree (README: Using the patches in a fork):",
         f"  cd {shlex.quote(str(git.cwd))} && git switch -c {branch}",
         "  git am --3way --keep-non-patch \\",
         *[f"    {path} \\" for path in paths[:-1]],

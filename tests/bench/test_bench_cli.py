@@ -102,7 +102,11 @@ def test_the_cpu_default_is_quick_and_the_full_sizes_are_asked_for():
             ["--build", "/b"],
             "make bench BUILD=/b",
         ),
-        ({}, ["--build", "build", "--quick"], "PYTHONPATH=scripts python -m mla_bench --build build --quick"),
+        (
+            {},
+            ["--build", "build", "--quick"],
+            "PYTHONPATH=scripts python -m mla_bench --build build --quick",
+        ),
         (  # make's variables inherited by a run make did not start (make test)
             {"SGLPATCH_MK_BENCH_ARGS": "", "SGLPATCH_MK_BUILD": "build"},
             ["--build", "build", "--quick"],

@@ -98,7 +98,9 @@ def test_apply_prints_a_line_per_patch_and_how_to_read_the_series(
 ):
     workspace.use_patches(raw_patches)
     lines = workspace.ok("apply").stderr.splitlines()
-    start = lines.index(f"sglpatch: {workspace.tree} is on branch patched: base/v0.5.12 + 3 patch(es)")
+    start = lines.index(
+        f"sglpatch: {workspace.tree} is on branch patched: base/v0.5.12 + 3 patch(es)"
+    )
     assert lines[start + 1 : start + 5] == [
         "  0001 [perf] Skip a needless fill (trtllm_mla_backend.py +1 -1)",
         "  0002 [fix] Add a helper (trtllm_mla_backend.py +4 -0)",

@@ -157,14 +157,23 @@ def test_a_finding_that_holds_in_the_base_is_refused(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[[finding]]\npatches = ["0009-gone.patch"]\naction = "drop"\nreason = "x"\n'
-         '[[finding.evidence]]\nhas = ["x"]\n', "names 0009-gone.patch, which the series"),
+        (
+            '[[finding]]\npatches = ["0009-gone.patch"]\naction = "drop"\nreason = "x"\n'
+            '[[finding.evidence]]\nhas = ["x"]\n',
+            "names 0009-gone.patch, which the series",
+        ),
         ('[[finding]]\npatches = ["a"]\naction = "keep"\nreason = "x"\n', "action must be one"),
         ('[[finding]]\npatches = ["a"]\naction = "drop"\nreason = "x"\n', "needs at least one"),
-        ('[[finding]]\npatches = ["a"]\naction = "drop"\nreason = "x"\n'
-         '[[finding.evidence]]\nscope = "A.b.c"\nhas = ["x"]\n', "scope must be Class"),
-        ('[[finding]]\npatches = ["a"]\naction = "drop"\nreason = "x"\n'
-         '[[finding.evidence]]\nscope = "A"\n', "has and/or lacks"),
+        (
+            '[[finding]]\npatches = ["a"]\naction = "drop"\nreason = "x"\n'
+            '[[finding.evidence]]\nscope = "A.b.c"\nhas = ["x"]\n',
+            "scope must be Class",
+        ),
+        (
+            '[[finding]]\npatches = ["a"]\naction = "drop"\nreason = "x"\n'
+            '[[finding.evidence]]\nscope = "A"\n',
+            "has and/or lacks",
+        ),
         ("[[finding]]\npatch = 1\n", "keys are"),
         ("finding = [", "cannot be read as TOML"),
     ],

@@ -120,7 +120,10 @@ def test_fork_with_a_different_target_lists_failing_patches(series_space, fork):
     assert said[0].startswith(f"sglpatch: error: {fork} is not at v0.5.12: its {TARGET} is blob")
     assert said[0].endswith("(base.toml); 1 of 3 patch(es) do not apply")
     assert said[1].startswith(f"  0001-perf-Skip-a-needless-fill.patch: {TARGET}: hunk #1 of 1")
-    assert said[2] == "  to merge them: the same command with --three-way (a 3-way merge), or check out v0.5.12 first"
+    assert said[2] == (
+        "  to merge them: the same command with --three-way (a 3-way merge),"
+        " or check out v0.5.12 first"
+    )
     # Under make, the hint is the make command.
     said = _refusal(series_space, fork, env={"SGLPATCH_MK_THREE_WAY": ""}).splitlines()
     assert said[2].startswith(f"  to merge them: make apply SGLANG_DIR={fork} THREE_WAY=1 (a")
@@ -133,7 +136,7 @@ def test_fork_with_a_different_target_lists_failing_patches(series_space, fork):
     assert said[1].startswith(f"  {TARGET}: ") and "hunk #1 of 1" in said[1]
     names = sorted(p.name for p in series_space.patches.glob("*.patch"))
     assert said[2:] == [
-        "  to resolve the conflicts by hand (README: Using the patches in a fork), in a clean tree:",
+        "  resolve them by hand, in a clean tree (README: Using the patches in a fork):",
         f"    cd {fork} && git switch -c {BRANCH}",
         "    git am --3way --keep-non-patch \\",
         f"      {series_space.patches / names[0]} \\",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sgltest import PIN, ROOT
 
-from sglpatch import pipfetch, safezip, series
+from sglpatch import findings, makevars, pipfetch, pyversion, safezip, series
 from sglpatch.bundle import read_requirements
 from sglpatch.digest import git_blob_id
 from sglpatch.errors import UserError
@@ -309,3 +309,70 @@ def test_unpinned_requirement_is_refused(tmp_path: Path):
     (tmp_path / "r.txt").write_text("orjson\n")
     with pytest.raises(UserError, match="not pinned"):
         read_requirements(tmp_path / "r.txt")
+
+
+def test_an_old_python_is_named_with_what_it_needs():
+    message = pyversion.problem((3, 10, 13), "/usr/bin/python3")
+    assert message == (
+        "needs Python 3.11+, and /usr/bin/python3 is Python 3.10.13:"
+        " run make with PYTHON=python3.11 (or a newer python)"
+    )
+    assert pyversion.problem((3, 11, 0)) is None and pyversion.problem((3, 13, 1)) is None
+
+
+def test_make_variables_are_named_as_typed(monkeypatch, tmp_path: Path):
+    monkeypatch.delenv("SGLPATCH_MK_VERSION", raising=False)
+    monkeypatch.delenv("SGLPATCH_MK_CALLER_DIR", raising=False)
+    assert makevars.spelled("VERSION", "--version", "X.Y.Z") == "--version X.Y.Z"
+    assert makevars.user_path("rel") == Path.cwd() / "rel"
+    monkeypatch.setenv("SGLPATCH_MK_VERSION", "")
+    monkeypatch.setenv("SGLPATCH_MK_CALLER_DIR", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert makevars.spelled("VERSION", "--version", "X.Y.Z") == "VERSION=X.Y.Z"
+    assert makevars.user_path("../rel") == tmp_path / "../rel"
+    assert makevars.user_path("~/src") == tmp_path / "home" / "src"
+    assert makevars.user_path("/abs") == Path("/abs")
+    assert makevars.shown_path(tmp_path / "build" / "sglang") == "build/sglang"
+    assert makevars.shown_path(Path("/elsewhere")) == "/elsewhere"
+    monkeypatch.setenv("SGLPATCH_MK_CALLER_DIR", str(tmp_path / "gone"))
+    assert makevars.caller_dir() == Path.cwd()  # not a folder: the current one
+
+
+SOURCE = '''\
+class A:
+    def f(self):
+        x = 1
+        return helper(x)
+
+    def g(self):
+        return 2
+
+
+class B:
+    MODE = 1
+'''
+
+
+@pytest.mark.parametrize(
+    ("scope", "has", "lacks", "where"),
+    [
+        ("A.f", ["helper("], ["common_template"], "mod.py:4 A.f"),
+        ("A.f", ["helper(", "x = 1"], [], "mod.py:4 A.f"),
+        ("A.g", ["helper("], [], None),  # another method's text does not count
+        ("A", ["return 2"], [], "mod.py:7 A"),
+        ("B", [], ["MODE = 2"], "mod.py:10 B"),
+        ("B", [], ["MODE = 1"], None),
+        ("A.h", [], ["x"], None),  # no such method
+        ("", ["class B"], [], "mod.py:10"),
+    ],
+)
+def test_evidence_looks_in_its_scope(scope, has, lacks, where):
+    evidence = findings.Evidence("python/pkg/mod.py", scope, tuple(has), tuple(lacks))
+    files = {"python/pkg/mod.py": SOURCE}
+    assert evidence.look(files.get) == where
+
+
+def test_evidence_in_a_missing_or_unparsable_file_does_not_hold():
+    evidence = findings.Evidence("python/pkg/mod.py", "A", ("x",), ())
+    assert evidence.look({}.get) is None
+    assert evidence.look({"python/pkg/mod.py": "class A(:\n"}.get) is None
