@@ -225,6 +225,11 @@ def regressions(result: dict) -> list[str]:
     return bad
 
 
+def ratio(x: float) -> str:
+    """A base / patched ratio as a bar label: ``12,900x``, ``23x``, ``1.4x``."""
+    return f"{x:,.0f}x" if x >= 10 else f"{x:.1f}x"
+
+
 def chart(result: dict, path, device: str = "cuda"):
     """Grouped bars: host µs per phase, base vs patched, one panel per context, on a
     log axis (so a bar 100,000 times shorter stays visible), each pair labelled with
@@ -253,17 +258,19 @@ def chart(result: dict, path, device: str = "cuda"):
         for i, (b, p) in enumerate(zip(base, patched, strict=True)):
             if b > 0 and p > 0:
                 ax.annotate(
-                    f"{b / p:.3g}x",
+                    ratio(b / p),
                     (i, max(b, p)),
                     textcoords="offset points",
                     xytext=(0, 2),
                     ha="center",
                     fontsize=5,
                 )
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high * 30)  # room for the legend above the tallest bar
         ax.set_xticks(list(x), labels, fontsize=6, rotation=90)
         ax.set_ylabel("host time per call (µs, median, log scale)")
         ax.set_title(f"trtllm_mla EAGLE metadata, context {context // 1024}K ({where})")
-        ax.legend()
+        ax.legend(loc="upper right", ncol=2, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     return fig

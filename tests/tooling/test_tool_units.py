@@ -338,7 +338,7 @@ def test_make_variables_are_named_as_typed(monkeypatch, tmp_path: Path):
     assert makevars.caller_dir() == Path.cwd()  # not a folder: the current one
 
 
-SOURCE = '''\
+SOURCE = """\
 class A:
     def f(self):
         x = 1
@@ -350,7 +350,7 @@ class A:
 
 class B:
     MODE = 1
-'''
+"""
 
 
 @pytest.mark.parametrize(
