@@ -63,7 +63,7 @@ PRESETS = {
 }
 SIZED = tuple(PRESETS["full"])
 # What the CPU runs take on a 2-core machine (measured: see README, Benchmark).
-CPU_TIME = {"full": "about an hour", "quick": "about 25 s"}
+CPU_TIME = {"full": "about 30 min", "quick": "about 25 s"}
 
 
 def _ints(text: str) -> list[int]:
