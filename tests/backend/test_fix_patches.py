@@ -50,13 +50,16 @@ def _short_table_on_base(case) -> bool:
 
 
 def _params(base_fails):
+    """Every (tree, case, graph state), as a list (pytest 9 warns about generators)."""
+    params = []
     for name, case in CASES.items():
         for graph_state in (False, True):
             for tree in ("base", "patched"):
                 marks = [BASE_BUG] if tree == "base" and base_fails(case, graph_state) else []
                 state = "graph-state" if graph_state else "no-graph-state"
                 case_id = f"{tree}-{name}-{state}"
-                yield pytest.param(tree, name, graph_state, marks=marks, id=case_id)
+                params.append(pytest.param(tree, name, graph_state, marks=marks, id=case_id))
+    return params
 
 
 def _record(fix_results, tree, name, graph_state):
