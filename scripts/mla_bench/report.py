@@ -61,7 +61,8 @@ def compare(base: dict, patched: dict) -> dict:
 
 def fill_markdown(result: dict) -> list[str]:
     """Each phase's metadata work alone in a CUDA graph (GPU only), or nothing."""
-    if result["rows"][0]["base"][FILLS[0]]["graph_us"] is None:
+    first = result["rows"][0]["base"].get(FILLS[0]) if result["rows"] else None
+    if first is None or first["graph_us"] is None:
         return []
     lines = [
         "",

@@ -73,9 +73,14 @@ def kernel_sink(backend, consume=None):
         del backend._run_decode_kernel
 
 
-def graph_batch(mode, bs: int, req_pool_indices, seq_lens, spec_info, kv_pool: KVPool):
-    """The ``ForwardBatch`` a graph runner captures with: its static buffers."""
-    return SimpleNamespace(
+def graph_batch(
+    mode, bs: int, req_pool_indices, seq_lens, spec_info, kv_pool: KVPool, extend_len=None
+):
+    """The ``ForwardBatch`` a graph runner captures with: its static buffers.
+    ``extend_len``: draft extend's tokens per request, which the draft-extend
+    runner captures as ``extend_seq_lens(_cpu)`` (``eagle_draft_extend_cuda_graph_runner.py:
+    120, 289-293, 367``)."""
+    fb = SimpleNamespace(
         forward_mode=mode,
         batch_size=bs,
         req_pool_indices=req_pool_indices,
@@ -87,6 +92,12 @@ def graph_batch(mode, bs: int, req_pool_indices, seq_lens, spec_info, kv_pool: K
         extend_seq_lens_cpu=None,
         positions=None,
     )
+    if extend_len is not None:
+        fb.extend_seq_lens_cpu = [extend_len] * bs
+        fb.extend_seq_lens = torch.full(
+            (bs,), extend_len, dtype=torch.int32, device=req_pool_indices.device
+        )
+    return fb
 
 
 def attend(backend, fb, layer_, q: torch.Tensor):

@@ -74,13 +74,16 @@ def verify_spec_info(draft_tokens: int):
 
 
 class StaticInputs:
-    """Persistent graph inputs of one CUDA-graph runner (max_bs rows)."""
+    """Persistent graph inputs of one CUDA-graph runner (max_bs rows), with the
+    runners' dtypes: int64 ``req_pool_indices``, int32 ``seq_lens`` and
+    ``seq_lens_cpu`` (``cuda_graph_runner.py:182-183, 253-258``; the EAGLE
+    runners alike), while batches carry int64 ``seq_lens``."""
 
     def __init__(self, max_bs: int, fill_value: int, device: str):
         self.fill_value = fill_value
         self.req_pool_indices = torch.zeros(max_bs, dtype=torch.int64, device=device)
-        self.seq_lens = torch.full((max_bs,), fill_value, dtype=torch.int64, device=device)
-        self.seq_lens_cpu = torch.full((max_bs,), fill_value, dtype=torch.int64)
+        self.seq_lens = torch.full((max_bs,), fill_value, dtype=torch.int32, device=device)
+        self.seq_lens_cpu = torch.full((max_bs,), fill_value, dtype=torch.int32)
         mark_host(self.seq_lens_cpu)
 
     def capture_inputs(self, bs: int):

@@ -9,7 +9,8 @@ size, one eager warm-up forward, then a graph captured around the backend's
 real ``forward_decode`` / ``forward_extend`` (two target layers, or every
 draft step). Each replay follows ``init_forward_metadata_replay_cuda_graph``
 with a new random batch (padded half the time) and is compared with the same
-consumer run eagerly on the metadata of ``init_forward_metadata``.
+reference run on lengths and a block table computed from ``req_to_token``
+alone (``Check.oracle``), not from either tree's metadata code.
 
 ``python -m mla_harness.consumer --tree DIR --replays N`` prints a JSON summary.
 """
@@ -74,9 +75,27 @@ class Check:
         ext = tuple(extend_uniform or self.rng.randint(1, s.steps + 1) for _ in range(raw_bs))
         return Batch(tuple(self.rng.sample(range(s.rows), raw_bs)), lens, ext)
 
+    def oracle(self, batch, offset: int):
+        """The kernel lengths and block table of ``batch``, from ``req_to_token``
+        alone (not from either tree's metadata code): each request's KV length
+        is its seq_len plus ``offset`` (target verify's draft tokens), and its
+        pages are the pages of its first token of each ``page_size``."""
+        import torch
+
+        page = self.setup.page_size
+        pool = self.backends.runner.req_to_token_pool.req_to_token
+        lens = torch.tensor(batch.seq_lens, device=self.device) + offset
+        width = int(-(-lens.max() // page))
+        table = torch.zeros(batch.size, width, dtype=torch.int64, device=self.device)
+        for r, (row, n) in enumerate(zip(batch.req_pool_indices, lens.tolist(), strict=True)):
+            pages = pool[row, : -(-n // page) * page : page] // page
+            table[r, : len(pages)] = pages
+        return lens, table
+
     def run(self, mode: str, replays: int) -> dict:
         """Capture every batch size of phase ``mode``, then ``replays`` replays of
-        random batches (padded half the time), each against the eager reference."""
+        random batches (padded half the time), each against the reference run on
+        the oracle's lengths and table."""
         import torch
 
         from .attention import KV_DIM, V_DIM, KVPool
@@ -98,6 +117,7 @@ class Check:
             graphs[bs] = (ForwardGraph(partial(driver.forward, bs, q, consume), self.device), q)
         # Graph replays run every request at the runner's full tokens-per-request.
         uniform = driver.q_len if phase.role == "draft_extend" else None
+        offset = s.draft_tokens if phase.mode == "TARGET_VERIFY" else 0
         worst, compared = 0.0, 0
         for i in range(replays):
             raw_bs = self.rng.randint(1, s.max_bs)
@@ -107,13 +127,10 @@ class Check:
             q.copy_(torch.randn(q.shape, device=self.device))
             driver.replay(batch, bs)()
             outs = graph.replay()
-            fb = driver.forward_batch(batch)
-            driver.eager(fb)()
-            per_layer = [m for m in driver.eager_metadata(fb) for _ in phase.layers]
+            lens, table = self.oracle(batch, offset)
             q4 = q.view(bs, driver.q_len, driver.heads, KV_DIM)[:raw_bs]
-            for out, meta in zip(outs, per_layer, strict=True):
-                lens = driver.kernel_lens(fb, meta)
-                ref = paged_mla_decode(q4, self.kv_cache, meta.block_kv_indices, lens, s.page_size)
+            ref = paged_mla_decode(q4, self.kv_cache, table, lens, s.page_size)
+            for out in outs:
                 got = out.view(bs, driver.q_len, driver.heads, V_DIM)[:raw_bs]
                 worst = max(worst, ((got - ref).norm() / ref.norm()).item())
                 compared += 1

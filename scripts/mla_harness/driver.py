@@ -65,8 +65,9 @@ class PhaseDriver:
     def capture(self, bs: int):
         rpi, lens = self.static.capture_inputs(bs)
         spec_info = self.phase.spec_info(self.setup)
+        extend_len = self.q_len if self.mode.is_draft_extend(include_v2=True) else None
         self.graph_batches[bs] = attention.graph_batch(
-            self.mode, bs, rpi, lens, spec_info, self.kv_pool
+            self.mode, bs, rpi, lens, spec_info, self.kv_pool, extend_len
         )
         capture = self.backend.init_forward_metadata_capture_cuda_graph
         if self.phase.multi_step:  # a forward batch on the static buffers

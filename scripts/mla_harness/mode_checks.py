@@ -53,6 +53,12 @@ class Case:
     seq_lens: tuple[int, ...]
     extend_lens: tuple[int, ...]
     note: str
+    padded_tokens: int = 0  # q's rows when DP attention pads them (0: sum(extend_lens))
+
+    @property
+    def tokens(self) -> int:
+        """Rows of the query the forward gets."""
+        return self.padded_tokens or sum(self.extend_lens)
 
     @property
     def kv_lens(self) -> list[int]:
@@ -72,6 +78,9 @@ CASES = {
         (100, 4095, 300), (3, 1, 3), "row 1 spans 4095 - 1 + 3 = 4097 tokens: 65 pages"
     ),
     "uniform": Case((500, 600), (4, 4), "every request 4 tokens: viewed, not padded"),
+    # prepare_mlp_sync_batch pads q's tokens to the DP maximum and sets bs to
+    # tokens // (steps + 1); extend_seq_lens_cpu keeps the real lengths.
+    "dp-padded": Case((300, 200), (1, 4), "5 tokens padded to 8 for DP attention", 8),
 }
 
 # Graphs of the double-capture check, and of the torch.compile check (the
@@ -124,16 +133,12 @@ class Env:
         reference paged MLA decode on them."""
         from .consumer import paged_mla_decode
 
-        page = self.setup.page_size
+        torch, page = self.torch, self.setup.page_size
 
         def consume(query, kv, block_tables, kv_lens):
-            record.append(
-                {
-                    "query": query,
-                    "block_tables": block_tables,
-                    "seq_lens": kv_lens,
-                }
-            )
+            record.append({"query": query, "block_tables": block_tables, "seq_lens": kv_lens})
+            if query.shape[0] != block_tables.shape[0]:  # a query for other requests
+                return query.new_zeros(*query.shape[:-1], 512, dtype=torch.float64)
             return paged_mla_decode(query, kv, block_tables, kv_lens, page).contiguous()
 
         return consume
@@ -161,14 +166,14 @@ def eager_draft_extend(env: Env, name: str, case: Case, graph_state: bool) -> di
     fb.token_to_kv_pool = env.pool
     backend.init_forward_metadata(fb)
     meta = fb.decode_trtllm_mla_metadata
-    total = sum(case.extend_lens)
+    total = case.tokens
     gen = torch.Generator().manual_seed(1)
     q = torch.randn(total, env.heads * attention.KV_DIM, generator=gen).to(torch.bfloat16)
     q = q.to(env.device)
     calls: list = []
-    with attention.kernel_sink(backend, env.consumer(calls)):
+    with attention.kernel_sink(backend, env.consumer(calls)) as kernel_calls:
         out = attention.attend(backend, fb, attention.layer(0, env.heads), q)
-    (call,) = calls
+    (call,), (kernel_call,) = calls, kernel_calls
     query, table, kv_lens = call["query"], call["block_tables"], call["seq_lens"].cpu()
     q3 = q.view(total, env.heads, attention.KV_DIM)
     out3 = out.view(total, env.heads, attention.V_DIM)
@@ -194,6 +199,7 @@ def eager_draft_extend(env: Env, name: str, case: Case, graph_state: bool) -> di
         "pages_needed": pages_needed,
         "seq_lens_k": kv_lens.tolist(),
         "max_seq_len_k": int(meta.max_seq_len_k),
+        "kernel_max_seq_len": int(kernel_call["max_seq_len"]),
     }
 
 

@@ -1,11 +1,11 @@
 """0007: the fused block-table kernel, against the unfused paths it replaces.
 
 ``mla_harness.rebuild_check`` runs inside the patched tree (the base has no
-such kernel): for CUDA-graph metadata (seq_lens_k + block table) and for the
-eager table (-1 past the valid pages), the fused kernel must be bit-identical
-to the unfused path on whole block tables, and must not recompile per batch
-size, sequence length or table width. Where the rebuild runs (inside the
-captured forward) is tested by ``test_patch_effects`` and the GPU consumer.
+such kernel): for CUDA-graph metadata (seq_lens_k + block table) the fused
+kernel must be bit-identical to the unfused path on whole table buffers, and
+must not recompile per batch size, sequence length or table width. Where the
+rebuild runs (inside the captured forward) is tested by ``test_patch_effects``
+and the GPU consumer.
 """
 
 from __future__ import annotations
@@ -28,5 +28,4 @@ def test_fused_block_table_kernel(trees, device):
     if device == "cuda":
         # 16 launches with new batch sizes, lengths, offsets and widths: the
         # first may compile, none after it.
-        for mode, added in kernel["new_variants"].items():
-            assert added <= 1, mode
+        assert kernel["new_variants"] <= 1

