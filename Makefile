@@ -16,7 +16,8 @@ endif
 # Recipes run in the repository (this file's folder), so `make -f
 # path/Makefile` works from anywhere; BUILD and VENV are relative to it. A
 # relative SGLANG_DIR is relative to the folder make was started in: the
-# shell's PWD, which `make -C` leaves as it was.
+# shell's PWD, which `make -C` leaves as it was (a program that starts make
+# elsewhere without setting PWD gets its own; errors name the path tried).
 MAKEFILE := $(abspath $(lastword $(MAKEFILE_LIST)))
 ROOT := $(patsubst %/,%,$(dir $(MAKEFILE)))
 
