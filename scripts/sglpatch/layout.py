@@ -56,6 +56,16 @@ class Layout:
         return self.build / "base"
 
     @property
+    def base_tree(self) -> Path:
+        """The importable ``python/`` root of the base tree."""
+        return self.base / "python"
+
+    @property
+    def patched_tree(self) -> Path:
+        """The importable ``python/`` root of the patched tree."""
+        return self.sglang / "python"
+
+    @property
     def bundle(self) -> Path:
         """The offline bundle for GPU hosts."""
         return self.build / "bundle"

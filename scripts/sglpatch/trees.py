@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from sglpatch.layout import Layout
+
 
 class Trees(NamedTuple):
     """The ``python/`` roots holding the ``sglang`` package of each tree."""
@@ -15,8 +17,9 @@ class Trees(NamedTuple):
 
 
 def tree_paths(build_dir: str | Path) -> Trees:
-    """Tree roots under ``build_dir``; SGLPATCH_BASE_TREE/_PATCHED_TREE override."""
-    build = Path(build_dir).resolve()
-    base = os.environ.get("SGLPATCH_BASE_TREE") or build / "base" / "python"
-    patched = os.environ.get("SGLPATCH_PATCHED_TREE") or build / "sglang" / "python"
+    """Tree roots under ``build_dir`` (``Layout``); SGLPATCH_BASE_TREE /
+    SGLPATCH_PATCHED_TREE override."""
+    layout = Layout.create(build_dir)
+    base = os.environ.get("SGLPATCH_BASE_TREE") or layout.base_tree
+    patched = os.environ.get("SGLPATCH_PATCHED_TREE") or layout.patched_tree
     return Trees(Path(base).resolve(), Path(patched).resolve())

@@ -26,6 +26,12 @@ TARGET = PIN.target
 BASE_COMMIT = "77d0a340eeba395927313aec72d46121ed15c978"
 
 
+def _default_signals() -> None:
+    """In a child, before exec: SIGINT, SIGTERM and SIGHUP back to their defaults."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def run(argv: list[str], cwd: Path | None = None, env: dict | None = None, preexec=None):
     """Run a command; return the completed process (text)."""
     return subprocess.run(
@@ -78,7 +84,10 @@ class Workspace:
         return run(argv, cwd=ROOT, env=full_env, preexec=preexec)
 
     def start(self, *args: str, env: dict | None = None) -> Running:
-        """Start ``python3 -m sglpatch`` in a session of its own (to signal it)."""
+        """Start ``python3 -m sglpatch`` in a session of its own (to signal it),
+        with the default action for the signals the tests send, whatever the
+        test runner ignores (nohup, a background job): the tool keeps a
+        disposition it inherits as ignored, as nohup expects."""
         argv = [sys.executable, "-m", "sglpatch", "--build", str(self.build)]
         argv += ["--patches", str(self.patches), *args]
         log = self.root / f"run-{time.monotonic_ns()}.log"
@@ -90,6 +99,7 @@ class Workspace:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_default_signals,
             )
         return Running(proc, log)
 
