@@ -53,8 +53,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-bundle, build = Path(sys.argv[1]), Path(sys.argv[2])
-for tree, dest in (("base", build / "base" / "python"), ("patched", build / "sglang" / "python")):
+sys.path.insert(0, "scripts")  # run from the repository root (see the top)
+from sglpatch.layout import Layout  # noqa: E402  (where the trees live: one place)
+
+bundle, layout = Path(sys.argv[1]), Layout.create(sys.argv[2])
+for tree, dest in (("base", layout.base_tree), ("patched", layout.patched_tree)):
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest))
     try:

@@ -435,3 +435,16 @@ def test_stubbed_bench_failure_still_stops_server(tree_args, tmp_path, stubs):
     assert "base: bench_serving failed" in proc.stderr
     assert_dead(int((tmp_path / "server.pid").read_text()))  # stopped by the EXIT trap
     assert_dead(int((tmp_path / "worker.pid").read_text()))
+
+
+def test_default_trees_are_the_layouts():
+    """The recipe runs without Python (``--dry-run`` needs neither a GPU nor
+    sglang), so it spells its default trees itself: they must be sglpatch's
+    ``Layout``, where ``make apply`` and the bundle put them."""
+    from sglpatch.layout import Layout
+
+    layout = Layout.create()
+    text = SCRIPT.read_text()
+    root = layout.root
+    assert f'BASE_TREE="$ROOT/{layout.base_tree.relative_to(root)}"' in text
+    assert f'PATCHED_TREE="$ROOT/{layout.patched_tree.relative_to(root)}"' in text
