@@ -93,15 +93,7 @@ def main(argv=None) -> int:
             raise UserError(f"{name} tree missing at {path}: run `make apply` first")
     trees = [("base", base_tree), ("patched", patched_tree)]
     if args.ladder:
-        # Rewritten wherever the series' commits are at hand, so it never lags
-        # patches/; a GPU host without them uses the ladder copied with the bundle.
-        if (layout.sglang / ".git").exists():
-            ladder.prepare(layout)
-        elif not (layout.ladder / "index.json").exists():
-            raise UserError(
-                f"--ladder needs the commits in {layout.sglang} (`make apply`) or a "
-                f"{layout.ladder} written by `make bench BENCH_ARGS=--ladder` where they are"
-            )
+        ladder.ensure(layout)
         trees = [("base", base_tree), *ladder.trees(layout, base_tree)]
     progress(plan_line(args, cfg, len(trees)))
     runs, start = {}, time.monotonic()

@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+from sglpatch.errors import UserError
 from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
 from sglpatch.pin import load_pin
@@ -34,6 +35,19 @@ def prepare(layout: Layout) -> Path:
         steps.append({"name": name, "subject": subject})
     (ladder / "index.json").write_text(json.dumps({"target": pin.target, "steps": steps}, indent=1))
     return ladder
+
+
+def ensure(layout: Layout) -> Path:
+    """The ladder, rewritten wherever the series' commits are at hand (so it never
+    lags patches/); a GPU host without them uses the one copied beside the bundle."""
+    if (layout.sglang / ".git").exists():
+        return prepare(layout)
+    if not (layout.ladder / "index.json").exists():
+        raise UserError(
+            f"the ladder needs the commits in {layout.sglang} (`make apply`) or a "
+            f"{layout.ladder} written where they are (`make bench BENCH_ARGS=--ladder`)"
+        )
+    return layout.ladder
 
 
 def trees(layout: Layout, base_tree: Path) -> list[tuple[str, Path]]:

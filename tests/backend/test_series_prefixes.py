@@ -38,7 +38,7 @@ def prefixes(request, trees, device):
     from sglpatch.layout import Layout
 
     layout = Layout.create(Path(request.config.getoption("--build")))
-    ladder.prepare(layout)
+    ladder.ensure(layout)
     steps = ladder.trees(layout, trees["base"])[:-1]
     seed = request.config.getoption("--scenario-seed")
     plan = scenarios.plan(PREFIX_SCENARIOS, seed=seed, cases=scenarios.TEST_CASES)
