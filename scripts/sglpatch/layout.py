@@ -24,13 +24,21 @@ class Layout:
         build: str | Path | None = None,
         patches: str | Path | None = None,
         pin_file: str | Path | None = None,
+        base: str | None = None,
     ) -> Layout:
-        """Resolve the paths; ``SGLPATCH_PATCHES_DIR`` overrides the patch dir."""
+        """Resolve the paths; ``SGLPATCH_PATCHES_DIR`` overrides the patch dir.
+
+        ``base`` names a second base (e.g. ``v0.5.23``): its series is
+        ``patches/<base>`` and its build tree ``<build>/<base>``. (Provisional:
+        the multi-base tooling replaces this with the bases table.)"""
         patches = patches or os.environ.get("SGLPATCH_PATCHES_DIR") or REPO_ROOT / "patches"
+        build = Path(build or REPO_ROOT / "build")
+        if base:
+            patches, build = Path(patches) / base, build / base
         patches = Path(patches).resolve()
         return cls(
             root=REPO_ROOT,
-            build=Path(build or REPO_ROOT / "build").resolve(),
+            build=build.resolve(),
             patches=patches,
             pin_file=Path(pin_file or patches / "base.toml").resolve(),
         )

@@ -16,10 +16,10 @@ class Trees(NamedTuple):
     patched: Path
 
 
-def tree_paths(build_dir: str | Path) -> Trees:
-    """Tree roots under ``build_dir`` (``Layout``); SGLPATCH_BASE_TREE /
-    SGLPATCH_PATCHED_TREE override."""
-    layout = Layout.create(build_dir)
+def tree_paths(build_dir: str | Path, base: str | None = None) -> Trees:
+    """Tree roots of ``base`` (default: the default base) under ``build_dir``
+    (``Layout``); SGLPATCH_BASE_TREE / SGLPATCH_PATCHED_TREE override."""
+    layout = Layout.create(build_dir, base=base)
     base = os.environ.get("SGLPATCH_BASE_TREE") or layout.base_tree
     patched = os.environ.get("SGLPATCH_PATCHED_TREE") or layout.patched_tree
     return Trees(Path(base).resolve(), Path(patched).resolve())
