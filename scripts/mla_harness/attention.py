@@ -51,17 +51,28 @@ def zero_kv_pool(page_size: int, device) -> KVPool:
 def kernel_sink(backend, consume=None):
     """Replace ``backend._run_decode_kernel``; yields the list of its calls.
 
-    Each call is recorded as ``{"block_tables", "seq_lens", "max_seq_len"}``
-    (the tensors themselves, as the kernel would read them). ``consume``
-    (query, kv_cache, block_tables, seq_lens, page_size) -> (bs, q_len, heads,
-    V_DIM) computes the output; by default it is left uninitialized.
+    Each call is recorded as ``{"query", "block_tables", "seq_lens",
+    "max_seq_len", "options"}`` (the tensors themselves, as the kernel would
+    read them; ``options``: the keyword-only arguments v0.5.23's hook adds,
+    ``causal_seqs``, ``cp_world``, ``cp_rank``, ``return_lse``, as passed).
+    ``consume`` (query, kv_cache, block_tables, seq_lens, page_size) -> (bs,
+    q_len, heads, V_DIM) computes the output; by default it is left
+    uninitialized.
     """
     calls = []
 
-    def run(query, kv_cache, block_tables, seq_lens, max_seq_len, layer):
+    def run(query, kv_cache, block_tables, seq_lens, max_seq_len, layer, **options):
         calls.append(
-            {"block_tables": block_tables, "seq_lens": seq_lens, "max_seq_len": max_seq_len}
+            {
+                "query": query,
+                "block_tables": block_tables,
+                "seq_lens": seq_lens,
+                "max_seq_len": max_seq_len,
+                "options": options,
+            }
         )
+        if options.get("return_lse"):
+            raise AssertionError("the kernel was asked for its LSE (DCP): not a path under test")
         if consume is not None:
             return consume(query, kv_cache.squeeze(1), block_tables, seq_lens)
         return query.new_empty(*query.shape[:-1], V_DIM)

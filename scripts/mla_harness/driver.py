@@ -28,6 +28,11 @@ class PhaseDriver:
     def __init__(self, phase: Phase, backends: Backends, setup: Setup, device: str, kv_pool=None):
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
+        from . import sglang_api
+
+        self.api = sglang_api.current()
+        if self.api.base not in phase.bases:
+            raise ValueError(f"phase {phase.name} does not exist on {self.api.base}")
         self.phase, self.setup, self.device, self.runner = phase, setup, device, backends.runner
         self.mode = ForwardMode[phase.mode]
         self.backend = getattr(backends, phase.role)
@@ -35,15 +40,19 @@ class PhaseDriver:
         self.steps = list(self.backend.attn_backends) if phase.multi_step else [self.backend]
         self.q_len, self.heads = phase.tokens(setup), setup.model.q_heads
         self.kv_pool = kv_pool or attention.zero_kv_pool(setup.page_size, device)
+        self.api.attach_kv_pool(self.steps, self.kv_pool)
         fill = self.steps[0].get_cuda_graph_seq_len_fill_value()
         self.static = StaticInputs(setup.max_bs, fill, device)
         self.graph_batches = {}  # bs -> the batch its graph's forward was captured with
 
+    def spec_info(self):
+        return self.api.spec_info(self.phase.spec_info(self.setup))
+
     def forward_batch(self, batch: Batch):
         if self.phase.fixed_extend:
             batch = replace(batch, extend_lens=(self.q_len,) * batch.size)
-        spec_info = self.phase.spec_info(self.setup)
-        return forward_batch(batch, self.mode, self.runner, self.device, spec_info)
+        fb = forward_batch(batch, self.mode, self.runner, self.device, self.spec_info())
+        return self.api.complete_batch(fb)
 
     def eager(self, fb):
         return partial(self.backend.init_forward_metadata, fb)
@@ -55,55 +64,49 @@ class PhaseDriver:
         return [fb.decode_trtllm_mla_metadata]
 
     def kernel_lens(self, fb, metadata):
-        """The KV lengths the kernel is given: decode reads the batch's own."""
-        return fb.seq_lens if self.phase.mode == "DECODE" else metadata.seq_lens_k
+        """The KV lengths the kernel is given (``sglang_api``)."""
+        return self.api.kernel_lens(self.phase, fb, metadata)
+
+    def device_calls(self):
+        """The replacements a backend call runs under (``sglang_api``)."""
+        return self.api.device_calls(self.device.startswith("cuda"))
 
     def init_state(self):
         max_bs = self.setup.max_bs
         return partial(self.backend.init_cuda_graph_state, max_bs, max_bs * self.q_len)
 
-    def capture(self, bs: int):
+    def capture_batch(self, bs: int, spec_info):
+        """The forward batch a runner captures ``bs`` with: its static buffers."""
         rpi, lens = self.static.capture_inputs(bs)
-        spec_info = self.phase.spec_info(self.setup)
-        extend_len = self.q_len if self.mode.is_draft_extend(include_v2=True) else None
-        self.graph_batches[bs] = attention.graph_batch(
-            self.mode, bs, rpi, lens, spec_info, self.kv_pool, extend_len
-        )
-        capture = self.backend.init_forward_metadata_capture_cuda_graph
-        if self.phase.multi_step:  # a forward batch on the static buffers
-            batch = Batch(tuple(rpi.tolist()), tuple(lens.tolist()))
-            fb = forward_batch(batch, self.mode, self.runner, self.device, spec_info)
-            fb.req_pool_indices, fb.seq_lens = rpi, lens
-            return partial(capture, fb)
-        return partial(capture, bs, bs * self.q_len, rpi, lens, None, self.mode, spec_info)
+        extend_len = self.q_len if self.phase.role == "draft_extend" else None
+        return attention.graph_batch(self.mode, bs, rpi, lens, spec_info, self.kv_pool, extend_len)
+
+    def capture(self, bs: int):
+        """The metadata call a runner makes before capturing ``bs``."""
+        return self.api.capture(self, bs)
+
+    def in_graph(self, bs: int):
+        """The metadata step a runner records into the graph of ``bs`` ahead of
+        its forward (None where the SGLang generation has none): called after
+        ``capture`` and, replaying, after ``replay`` (off CUDA the emulated
+        graph replay; on CUDA it belongs inside the captured graph)."""
+        return self.api.in_graph(self, bs)
 
     def replay(self, batch: Batch, bs: int):
-        """Copies ``batch`` into the static buffers (padded to ``bs``) now."""
-        fb, static = self.forward_batch(batch), self.static
-        replay = self.backend.init_forward_metadata_replay_cuda_graph
-        if self.phase.multi_step:  # the forward batch, on the buffers only when padded
-            return partial(replay, static.padded_draft_batch(fb, bs), bs)
-        static.load(fb, bs)
-        n = None if self.phase.whole_buffers else bs
-        lens_sum = fb.seq_lens_sum + (bs - fb.batch_size) * static.fill_value
-        return partial(
-            replay,
-            bs,
-            static.req_pool_indices[:n],
-            static.seq_lens[:n],
-            lens_sum,
-            None,
-            self.mode,
-            fb.spec_info,
-            seq_lens_cpu=static.seq_lens_cpu[:n],
-        )
+        """Copies ``batch`` into the static buffers (padded to ``bs``) now;
+        returns the metadata call a runner makes before replaying."""
+        return self.api.replay(self, batch, bs)
 
     def graph_metadata(self, bs: int) -> list:
         return [b.decode_cuda_graph_metadata[bs] for b in self.steps]
 
     def query(self, bs: int) -> torch.Tensor:
-        q = torch.zeros(bs * self.q_len, self.heads * attention.KV_DIM, dtype=torch.bfloat16)
-        return q.to(self.device)
+        """The absorbed query, each token's row filled with its index + 1
+        (exact in bf16 up to 256 tokens), so what reaches the kernel shows
+        which token sits in each slot (``visible.kernel_call_view``)."""
+        tokens = bs * self.q_len
+        q = torch.arange(1, tokens + 1, dtype=torch.bfloat16)[:, None]
+        return q.expand(tokens, self.heads * attention.KV_DIM).contiguous().to(self.device)
 
     def layers(self, bs: int):
         return attention.each_layer(self.steps, bs, self.phase.layers, self.heads)
@@ -111,6 +114,14 @@ class PhaseDriver:
     def forward(self, bs: int, q: torch.Tensor, consume=None) -> list:
         fb = self.graph_batches[bs]
         return attention.run_layers(self.steps, fb, q, self.phase.layers, self.heads, consume)
+
+    def graph_step(self, bs: int, q: torch.Tensor, consume=None) -> list:
+        """What a runner's graph of ``bs`` runs: the in-graph metadata step,
+        then the forward."""
+        step = self.in_graph(bs)
+        if step is not None:
+            step()
+        return self.forward(bs, q, consume)
 
 
 def graph_size(raw_bs: int, capture_sizes) -> int:

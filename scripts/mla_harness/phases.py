@@ -27,6 +27,7 @@ class Phase:
     whole_buffers: bool = False  # the replay call gets whole static buffers, not [:bs]
     fixed_extend: bool = False  # every request extends by `tokens` (the overlap worker)
     eagle: bool = True  # in an EAGLE iteration; else a server (and backends) of its own
+    bases: tuple[str, ...] = ("v0.5.12", "v0.5.23")  # the SGLang bases that have it
 
     @property
     def multi_step(self) -> bool:
@@ -58,6 +59,7 @@ TABLE = (
         _draft,
         TWO_LAYERS,
         whole_buffers=True,
+        bases=("v0.5.12",),  # v0.5.13+ has no ForwardMode.DRAFT_EXTEND
     ),
     # The same runner under the overlap worker (DRAFT_EXTEND_V2): the draft tokens.
     Phase(
@@ -72,3 +74,8 @@ TABLE = (
     ),
 )
 BY_NAME = {phase.name: phase for phase in TABLE}
+
+
+def on_base(base: str) -> tuple[Phase, ...]:
+    """The rows of ``TABLE`` that exist on SGLang ``base``."""
+    return tuple(phase for phase in TABLE if base in phase.bases)

@@ -20,16 +20,23 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from . import attention, child, replacements, standin
+from . import attention, child, standin
 from .batches import Batch
 from .driver import PhaseDriver, graph_size
 from .launches import Counts, count_launches
-from .phases import TABLE
+from .phases import TABLE, on_base
 from .records import Call, GraphState, PhaseRecord, ProbeResult, Replay, ScenarioResult
 from .visible import buffer_pointers, kernel_call_view, kernel_view
 
 PATHS = ("eager", "graph")
-PHASES = tuple(f"{phase.name}_{path}" for phase in TABLE for path in PATHS)
+
+
+def phase_names(base: str = "v0.5.12") -> tuple[str, ...]:
+    """The probe's phases (a phase of ``phases.TABLE`` on a path) on ``base``."""
+    return tuple(f"{phase.name}_{path}" for phase in on_base(base) for path in PATHS)
+
+
+PHASES = phase_names()  # v0.5.12's: every row of the table
 
 
 def run_probe(tree: Path, plan: dict, device: str = "cpu", timeout: int = 3000) -> ProbeResult:
@@ -48,7 +55,7 @@ class Probe:
 
     def call(self, thunk) -> Counts:
         """Run one backend call; what it launched, synced and allocated."""
-        with replacements.cuda_factories_on_cpu(self.use_cuda), count_launches() as counts:
+        with self.driver.device_calls(), count_launches() as counts:
             thunk()
             if self.use_cuda:
                 import torch
@@ -74,6 +81,7 @@ class Probe:
         ptrs = {}
         for bs in capture_sizes:
             self.call(d.capture(bs))
+            self.in_graph(bs)  # recorded into the graph ahead of its forward
             ptrs[bs] = [buffer_pointers(m) for m in d.graph_metadata(bs)]
         replays = []
         for batch in self.batches:
@@ -82,10 +90,17 @@ class Probe:
             replays.append(self.replay_record(batch, bs, counts))
         return PhaseRecord(replays, GraphState(state, ptrs))
 
+    def in_graph(self, bs: int) -> Counts | None:
+        """The graph's in-graph metadata step, where the generation has one
+        (run eagerly: on CPU that is the replay of what the graph recorded)."""
+        step = self.driver.in_graph(bs)
+        return None if step is None else self.call(step)
+
     def replay_record(self, batch: Batch, bs: int, counts: Counts) -> Replay:
-        """After a replay call: the captured forward's layers, each counted, and
-        what the kernel is given at each."""
+        """After a replay call: the graph's in-graph step, then the captured
+        forward's layers, each counted, and what the kernel is given at each."""
         d = self.driver
+        in_graph_counts = self.in_graph(bs)
         metas = d.graph_metadata(bs)
         q = d.query(bs)
         forward_counts, views = [], []
@@ -105,6 +120,7 @@ class Probe:
             ptrs=[buffer_pointers(m) for m in metas],
             req_pool_indices=d.static.req_pool_indices[:bs].cpu().numpy().copy(),
             seq_lens=d.static.seq_lens[:bs].cpu().numpy().copy(),
+            in_graph_counts=in_graph_counts,
         )
 
 
@@ -127,11 +143,14 @@ def run_scenario(scenario: dict, phase_names, device: str) -> ScenarioResult:
 
 
 def run_plan(plan: dict, device: str) -> ProbeResult:
+    from .sglang_api import current
+
+    default = phase_names(current().base)
     scenarios = [
-        run_scenario(s, s.get("phases") or plan.get("phases") or PHASES, device)
+        run_scenario(s, s.get("phases") or plan.get("phases") or default, device)
         for s in plan["scenarios"]
     ]
-    return ProbeResult(scenarios)
+    return ProbeResult(scenarios, base=current().base)
 
 
 def main(argv=None) -> int:

@@ -33,6 +33,9 @@ class Replay(Call):
     ptrs: list[dict]  # per step backend: data_ptr by metadata field
     req_pool_indices: np.ndarray  # the static inputs [:bs] after the copy
     seq_lens: np.ndarray
+    # The graph's own metadata step (v0.5.23's init_forward_metadata_in_graph),
+    # which the replay runs inside the graph; None where there is none.
+    in_graph_counts: Counts | None = None
 
 
 @dataclass
@@ -62,3 +65,4 @@ class ScenarioResult:
 class ProbeResult:
     scenarios: list[ScenarioResult]
     sglang_file: str = ""  # which tree the child imported
+    base: str = ""  # the SGLang API generation the child drove (sglang_api)

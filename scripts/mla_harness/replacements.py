@@ -36,6 +36,32 @@ kernel the metadata feeds, which is the output under test's consumer (7):
    ``layers/moe/topk.py``, reached by importing ``cuda_graph_runner`` for its
    ``patch_model``) are defined, so those registrations succeed. The ops have
    no implementation: calling one fails (none is on the path under test).
+
+v0.5.23 (``sglang_api.V0523``) needs 6 only as ``get_parallel().override``,
+SGLang's own test-kit mechanism, and its import chain needs the real
+``apache-tvm-ffi`` (``all_reduce.py`` subclasses ``tvm_ffi.Object``): no
+stand-in. Its backends' constructors call four things more, replaced at
+construction (``install_construction_stand_ins``, ``unpinned_host_on_cpu``):
+
+9. Where FlashInfer is absent: ``trtllm_mla_backend.
+   make_persistent_multi_ctas_kv_counter_buffer``, which sizes the trtllm-gen
+   kernel's counter scratch through ``flashinfer.utils``. Only that kernel
+   reads the buffer (``_run_decode_kernel``, replaced by 7); the stand-in is
+   an ``Unusable`` object that fails on any use.
+10. ``trtllm_mla_backend._jit_fixup_module``: ``__init__`` JIT-builds the
+   prefill zero-KV fixup CUDA kernel ahead of time (needs nvcc and the tvm_ffi
+   JIT toolchain, absent on CPU and in the offline bundle). Only that name in
+   the backend module is replaced, returning an ``Unusable`` module; the real
+   ``fixup_zero_kv_rows`` (prefill with a zero-KV chunk, not under test) is
+   left as it is and would fail loudly on CPU.
+11. On CPU only: ``can_use_set_mla_kv_concat_q`` / ``_fp8``, which read
+   ``torch.cuda.get_device_capability()``: False. They choose the fused
+   KV-write kernel, which runs only when the forward saves KV; the harness's
+   forwards run with ``save_kv_cache=False``, and the unfused write would
+   fail on the harness's KV pool (it has no ``set_mla_kv_buffer``).
+12. On CPU only: ``pin_memory=True`` is dropped (the FlashInfer parent's
+   fast-plan host buffers; pinning needs CUDA). The buffers keep their shapes
+   and dtypes; the trtllm path never plans with them.
 """
 
 from __future__ import annotations
@@ -172,6 +198,71 @@ def install_attention_tp(world_size: int) -> None:
     from sglang.srt.distributed import parallel_state
 
     parallel_state._ATTN_TP = SimpleNamespace(world_size=world_size, rank_in_group=0, rank=0)
+
+
+class Unusable:
+    """Replacements 9 and 10: a value the constructor stores and the path
+    under test never uses; any use of it fails the test."""
+
+    def __init__(self, what: str):
+        self._what = what
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise AssertionError(f"{self._what} used: the path under test needs the real one")
+
+    def __call__(self, *args, **kwargs):
+        raise AssertionError(f"{self._what} called: the path under test needs the real one")
+
+
+def _never_capable(*args, **kwargs) -> bool:
+    return False
+
+
+def construction_stand_ins(use_cuda: bool) -> dict:
+    """Replacements 9-11: name in ``trtllm_mla_backend`` -> stand-in, for this host."""
+    out = {
+        "_jit_fixup_module": lambda dtype: Unusable("the zero-KV fixup JIT module"),
+    }
+    if importlib.util.find_spec("flashinfer") is None:
+        out["make_persistent_multi_ctas_kv_counter_buffer"] = (
+            lambda device, num_q_heads, max_batch_size: Unusable(
+                "the trtllm-gen multi-CTA KV counter buffer"
+            )
+        )
+    if not use_cuda:
+        out["can_use_set_mla_kv_concat_q"] = _never_capable
+        out["can_use_set_mla_kv_concat_q_fp8"] = _never_capable
+    return out
+
+
+def install_construction_stand_ins(module, use_cuda: bool) -> None:
+    """Replacements 9-11, into v0.5.23's ``trtllm_mla_backend`` module; a name
+    the module lacks means the replacement is out of date: fail."""
+    for name, stand_in in construction_stand_ins(use_cuda).items():
+        if not hasattr(module, name):
+            raise AssertionError(f"{module.__name__} has no {name}: update replacements.py")
+        setattr(module, name, stand_in)
+
+
+@contextlib.contextmanager
+def unpinned_host_on_cpu(use_cuda: bool):
+    """Replacement 12: drop ``pin_memory=True`` on CPU."""
+    if use_cuda:
+        yield
+        return
+    from torch.overrides import TorchFunctionMode
+
+    class _Unpinned(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if kwargs.get("pin_memory"):
+                kwargs = {**kwargs, "pin_memory": False}
+            return func(*args, **kwargs)
+
+    with _Unpinned():
+        yield
 
 
 @contextlib.contextmanager

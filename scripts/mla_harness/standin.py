@@ -123,26 +123,13 @@ class Backends:
 
 
 def build_backends(setup: Setup, device: str, seed: int = 0) -> Backends:
-    """Construct the real backends (sglang must already be importable)."""
-    from sglang.srt.layers.attention.trtllm_mla_backend import (
-        TRTLLMMLABackend,
-        TRTLLMMLAMultiStepDraftBackend,
-    )
-    from sglang.srt.server_args import set_global_server_args_for_scheduler
-
-    from . import replacements
+    """Construct the real backends (sglang must already be importable), the
+    way the imported SGLang generation builds them (``sglang_api``)."""
+    from . import sglang_api
 
     # Free earlier backends now: a CUDA graph destroyed by the garbage
     # collector while another is being captured invalidates that capture
     # (SGLang's runners freeze the GC around capture for the same reason).
     gc.collect()
     runner = model_runner(setup, device, seed)
-    set_global_server_args_for_scheduler(runner.server_args)
-    replacements.install_attention_tp(setup.model.attention_tp_size)
-    replacements.install_flashinfer_wrappers()
-    use_cuda = torch.device(device).type == "cuda"
-    with replacements.cuda_factories_on_cpu(use_cuda):
-        draft = TRTLLMMLAMultiStepDraftBackend(runner, setup.topk, setup.steps)
-        target = TRTLLMMLABackend(runner)
-        draft_extend = TRTLLMMLABackend(runner, skip_prefill=False)
-    return Backends(runner, draft, target, draft_extend)
+    return sglang_api.current().build_backends(setup, runner, device)

@@ -12,7 +12,7 @@ pass does not read (``cu_seqlens_q``, ``seq_lens_q``, ``max_seq_len_q``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -27,6 +27,9 @@ class KernelView:
     max_seq_len_k: int | None
     block_prefix: list[np.ndarray]  # per request: the table entries it reads
     table_width: int
+    # (bs, q_len): which query token (index + 1, see driver.query) the kernel
+    # reads in each slot; 0 for a padded slot. None where no forward ran.
+    query_tokens: np.ndarray | None = None
 
 
 def kernel_view(metadata, kernel_seq_lens, bs: int, page_size: int) -> KernelView:
@@ -45,7 +48,14 @@ def kernel_view(metadata, kernel_seq_lens, bs: int, page_size: int) -> KernelVie
 def kernel_call_view(call: dict, max_seq_len_k, bs: int, page_size: int) -> KernelView:
     """``kernel_view`` of one recorded kernel call (see ``attention.kernel_sink``)."""
     metadata = SimpleNamespace(block_kv_indices=call["block_tables"], max_seq_len_k=max_seq_len_k)
-    return kernel_view(metadata, call["seq_lens"], bs, page_size)
+    view = kernel_view(metadata, call["seq_lens"], bs, page_size)
+    query = call.get("query")
+    if query is None:
+        return view
+    # (bs, q_len, heads, dim): every element of a token's row holds its number.
+    rows = query.reshape(query.shape[0], -1, query.shape[-2] * query.shape[-1])
+    tokens = _np(rows[..., 0].float())
+    return replace(view, query_tokens=tokens[:bs].astype(np.int64))
 
 
 def expected_block_prefix(req_to_token, req_pool_indices, seq_lens, page_size):
