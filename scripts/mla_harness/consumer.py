@@ -23,9 +23,9 @@ import sys
 from functools import partial
 
 from . import child
-from .phases import TABLE
+from .phases import TABLE, on_base
 
-MODES = tuple(phase.name for phase in TABLE)
+MODES = tuple(phase.name for phase in TABLE)  # on v0.5.12; ``on_base`` for others
 
 
 def paged_mla_decode(q, kv_cache, block_table, kv_lens, page_size, v_dim=512):
@@ -114,7 +114,8 @@ class Check:
             driver.capture(bs)()
             q = driver.query(bs)
             q.copy_(torch.randn(q.shape, device=self.device))
-            graphs[bs] = (ForwardGraph(partial(driver.forward, bs, q, consume), self.device), q)
+            # The graph's own metadata step (v0.5.23), then the forward.
+            graphs[bs] = (ForwardGraph(partial(driver.graph_step, bs, q, consume), self.device), q)
         # Graph replays run every request at the runner's full tokens-per-request.
         uniform = driver.q_len if phase.role == "draft_extend" else None
         offset = s.draft_tokens if phase.mode == "TARGET_VERIFY" else 0
@@ -143,6 +144,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     child.enter(args)
     from . import replacements
+    from .sglang_api import current
     from .standin import Setup
 
     report = []
@@ -152,7 +154,7 @@ def main(argv=None) -> int:
             Setup(page_size=32, context_len=1024, max_bs=3, steps=4, draft_tokens=5),
         ]
     ):
-        for mode in MODES:
+        for mode in (phase.name for phase in on_base(current().base)):
             with replacements.cuda_factories_on_cpu(args.device == "cuda"):
                 check = Check(setup, device=args.device, seed=i)
                 report.append({"setup": i, **check.run(mode, args.replays)})

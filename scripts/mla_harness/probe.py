@@ -48,8 +48,12 @@ def run_probe(tree: Path, plan: dict, device: str = "cpu", timeout: int = 3000) 
 class Probe:
     """One phase of one scenario, counted call by call."""
 
-    def __init__(self, driver: PhaseDriver, batches: list[Batch]):
+    def __init__(self, driver: PhaseDriver, batches: list[Batch], captures: int = 1):
         self.driver, self.batches = driver, batches
+        # Captures per batch size on one backend: 2 as the decode runner's
+        # LoRA and no-LoRA graphs; each graph keeps the metadata it captured.
+        self.captures = captures
+        self.kept: dict[int, list[list]] = {}  # bs -> per capture, per step backend
         self.use_cuda = driver.device.startswith("cuda")
         self.page = driver.setup.page_size
 
@@ -80,8 +84,10 @@ class Probe:
         state = self.call(d.init_state())
         ptrs = {}
         for bs in capture_sizes:
-            self.call(d.capture(bs))
-            self.in_graph(bs)  # recorded into the graph ahead of its forward
+            for _ in range(self.captures):
+                self.call(d.capture(bs))
+                self.in_graph(bs)  # recorded into the graph ahead of its forward
+                self.kept.setdefault(bs, []).append(d.graph_metadata(bs))
             ptrs[bs] = [buffer_pointers(m) for m in d.graph_metadata(bs)]
         replays = []
         for batch in self.batches:
@@ -121,7 +127,17 @@ class Probe:
             req_pool_indices=d.static.req_pool_indices[:bs].cpu().numpy().copy(),
             seq_lens=d.static.seq_lens[:bs].cpu().numpy().copy(),
             in_graph_counts=in_graph_counts,
+            earlier_captures=self.earlier_captures(bs),
         )
+
+    def earlier_captures(self, bs: int) -> list[list]:
+        """What the kernel of each earlier graph of ``bs`` reads: the metadata
+        its capture left (its forward's captured tensors), per step backend."""
+        fb = self.driver.graph_batches[bs]
+        return [
+            [kernel_view(m, self.driver.kernel_lens(fb, m), bs, self.page) for m in metas]
+            for metas in self.kept[bs][:-1]
+        ]
 
 
 def run_scenario(scenario: dict, phase_names, device: str) -> ScenarioResult:
@@ -136,7 +152,8 @@ def run_scenario(scenario: dict, phase_names, device: str) -> ScenarioResult:
     for name in phase_names:
         phase, path = by_name[name]
         backends = standin.build_backends(setup, device, seed)
-        probe = Probe(PhaseDriver(phase, backends, setup, device), batches)
+        driver = PhaseDriver(phase, backends, setup, device)
+        probe = Probe(driver, batches, scenario.get("captures_per_bs", 1))
         phases[name] = probe.eager() if path == "eager" else probe.graph(capture_sizes)
     req_to_token = backends.runner.req_to_token_pool.req_to_token.cpu().numpy()
     return ScenarioResult(phases, req_to_token)

@@ -6,7 +6,7 @@ name, so a change of what the probe records is a change here, seen by both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,9 @@ class Replay(Call):
     # The graph's own metadata step (v0.5.23's init_forward_metadata_in_graph),
     # which the replay runs inside the graph; None where there is none.
     in_graph_counts: Counts | None = None
+    # Where the scenario captures each batch size more than once: per earlier
+    # capture of ``bs``, per step backend, what that graph's kernel reads.
+    earlier_captures: list[list[KernelView]] = field(default_factory=list)
 
 
 @dataclass

@@ -118,7 +118,12 @@ TEST_CASES = (
 )
 
 
-def plan(count: int, seed: int = 2026, max_bs_cap: int = 6, cases=()) -> dict:
-    """``count`` generated scenarios (seeded), then the named ``cases``."""
+def plan(count: int, seed: int = 2026, max_bs_cap: int = 6, cases=(), phases=()) -> dict:
+    """``count`` generated scenarios (seeded), then the named ``cases``;
+    ``phases`` (``probe.phase_names(base)``): the phases to run, where not
+    every phase of the table (a base without DRAFT_EXTEND v1)."""
     rng = random.Random(seed)
-    return {"scenarios": [scenario(rng, i, max_bs_cap) for i in range(count)] + list(cases)}
+    out = {"scenarios": [scenario(rng, i, max_bs_cap) for i in range(count)] + list(cases)}
+    if phases:
+        out["phases"] = list(phases)
+    return out
