@@ -61,6 +61,14 @@ def metadata_graph(bench: TreeBench, run: Captured, batch: Batch, bs: int) -> di
     metadata (0007), that rebuild (``graph_rebuild.fill`` of the first step)."""
     rebuild = getattr(run.driver.graph_metadata(bs)[0], "graph_rebuild", None)
     work = run.driver.replay(batch, bs) if rebuild is None else rebuild.fill
+    in_graph = run.driver.in_graph(bs)
+    if in_graph is not None:  # v0.5.23: the replay call, then the graph's own step
+        replay_call = work
+
+        def work():
+            replay_call()
+            in_graph()
+
     if not bench.cuda:
         return {"graph_us": None, "floor_us": None}
     # The one-kernel graph right after, so both see the same clocks.
@@ -108,10 +116,25 @@ class TreeBench:
         )
 
     def phase(self, name: str):
-        """The phase table's row for a bench phase name."""
+        """The phase table's row for a bench phase name, on the tree's base."""
         from mla_harness.phases import BY_NAME
+        from mla_harness.sglang_api import current
+        from sglpatch.errors import UserError
 
-        return BY_NAME[f"extend_{self.cfg['extend_mode']}" if name == "extend" else name]
+        row = BY_NAME[f"extend_{self.cfg['extend_mode']}" if name == "extend" else name]
+        base = current().base
+        if base not in row.bases:
+            raise UserError(
+                f"{base} has no {row.name} phase (ForwardMode.{row.mode}):"
+                " pick another --extend-mode"
+            )
+        return row
+
+    def device_calls(self):
+        """The replacements every backend call runs under (``sglang_api``)."""
+        from mla_harness.sglang_api import current
+
+        return current().device_calls(self.cuda)
 
     def drivers(self, setup, names=BENCH_PHASES) -> dict[str, PhaseDriver]:
         """A driver per bench phase: the EAGLE phases share one set of backends
@@ -141,7 +164,7 @@ class TreeBench:
 
         if not self.cuda:
             return None
-        run = partial(driver.forward, bs, driver.query(bs))
+        run = partial(driver.graph_step, bs, driver.query(bs))
         forward = ForwardGraph(run, self.device, skip_idle=True)
         return None if forward.graph is None else forward.graph.replay
 
@@ -149,9 +172,8 @@ class TreeBench:
         """Median host and GPU microseconds, plus one counted call. ``in_graph``
         (a graph replay) runs after ``fn`` inside the GPU span only."""
         from mla_harness.launches import count_launches
-        from mla_harness.replacements import cuda_factories_on_cpu
 
-        with cuda_factories_on_cpu(self.cuda):
+        with self.device_calls():
             for _ in range(self.cfg["warmup"]):
                 fn()
             host, gpu = [], []
@@ -216,16 +238,17 @@ class TreeBench:
     def capture(self, setup) -> dict[str, Captured]:
         """Every bench phase's graph state, then per batch size each phase's
         capture call and a graph of its forward (as the runners capture)."""
-        from mla_harness.replacements import cuda_factories_on_cpu
-
         runs = {name: Captured(d) for name, d in self.drivers(setup).items()}
-        with cuda_factories_on_cpu(self.cuda):
+        with self.device_calls():
             for run in runs.values():
                 run.driver.init_state()()
             for bs in self.cfg["batch_sizes"]:
                 for run in runs.values():
                     run.driver.capture(bs)()
                     run.forward_graphs[bs] = self.forward_graph(run.driver, bs)
+                    in_graph = run.driver.in_graph(bs)
+                    if in_graph is not None and not self.cuda:
+                        in_graph()  # recorded by the capture (on CUDA: in forward_graph)
         return runs
 
     def iteration(self, context_len: int, clock: Progress) -> list[dict]:
@@ -250,13 +273,12 @@ class TreeBench:
     def memory(self, max_bs: int) -> dict:
         """Bytes ``init_cuda_graph_state`` allocates, per backend of the iteration."""
         from mla_harness.launches import count_launches
-        from mla_harness.replacements import cuda_factories_on_cpu
 
         setup = self.setup(self.cfg["memory_context"], max_bs)
         out = {}
         for driver in self.drivers(setup, ("draft", "verify", "extend")).values():
             before = self.torch.cuda.memory_allocated() if self.cuda else 0
-            with cuda_factories_on_cpu(self.cuda), count_launches() as counts:
+            with self.device_calls(), count_launches() as counts:
                 driver.init_state()()
             out[driver.phase.role] = {
                 "bytes": counts.alloc_bytes,

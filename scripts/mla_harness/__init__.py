@@ -2,7 +2,11 @@
 
 Modules, one job each:
 
-- ``replacements``: the only things replaced, each with the reason (one place).
+- ``replacements``: the only things replaced, each with the reason (one place,
+  for every SGLang base).
+- ``sglang_api``: what differs between the SGLang API generations the driver
+  serves (v0.5.12; v0.5.23's out-of-graph / in-graph metadata calls): building
+  the backends, capture, replay, the in-graph step; picked by feature.
 - ``standin``: a small ModelRunner stand-in and the backends built on it.
 - ``batches``: forward batches and CUDA-graph-runner style padding.
 - ``launches``: counts Triton launches, device ops, syncs and allocations.
@@ -10,7 +14,8 @@ Modules, one job each:
   it records (the metadata a captured graph's kernel is given).
 - ``visible``: the metadata the attention kernel reads, and only that.
 - ``phases``: the phase table (backend, ForwardMode, tokens, spec_info, layers,
-  replay arguments of each phase: draft, decode, verify, draft extend v1 / v2).
+  replay arguments of each phase: draft, decode, verify, draft extend v1 / v2;
+  the bases each exists on).
 - ``driver``: the one driver of any phase: eager, capture, replay, forward.
 - ``scenarios``: seeded generated scenarios and named edge cases (``TEST_CASES``).
 - ``probe`` / ``records``: runs scenarios against one tree in its own process;
@@ -19,6 +24,8 @@ Modules, one job each:
   entry points' one error convention.
 - ``rebuild_check`` / ``consumer``: 0007's fused kernel; CUDA graphs of the
   forward replayed with new batches (GPU).
+- ``kv_indices_check``: the v0.5.23 series' extended table kernel against
+  v0.5.23's own.
 """
 
 import os as _os

@@ -74,3 +74,53 @@ def test_fake_registered_ops_have_no_kernel():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_unusable_stand_in_refuses_use():
+    """Replacements 9 and 10: what a v0.5.23 constructor stores and the path
+    under test never uses fails the test on any use."""
+    from mla_harness.replacements import construction_stand_ins
+
+    for name, stand_in in construction_stand_ins(use_cuda=False).items():
+        if name.startswith("can_use_"):
+            continue
+        value = stand_in(*([None] * stand_in.__code__.co_argcount))
+        with pytest.raises(AssertionError, match="the path under test needs the real one"):
+            value.data_ptr()
+        with pytest.raises(AssertionError, match="the path under test needs the real one"):
+            value()
+
+
+def test_construction_stand_ins_per_host():
+    """Replacement 11 only on CPU (a GPU answers the capability check itself);
+    9 only where FlashInfer is absent; 10 everywhere."""
+    from mla_harness.replacements import construction_stand_ins
+
+    cpu, gpu = construction_stand_ins(use_cuda=False), construction_stand_ins(use_cuda=True)
+    assert cpu["can_use_set_mla_kv_concat_q"]() is False
+    assert cpu["can_use_set_mla_kv_concat_q_fp8"]() is False
+    assert not {"can_use_set_mla_kv_concat_q", "can_use_set_mla_kv_concat_q_fp8"} & set(gpu)
+    assert "_jit_fixup_module" in cpu and "_jit_fixup_module" in gpu
+    flashinfer = importlib.util.find_spec("flashinfer") is not None
+    assert ("make_persistent_multi_ctas_kv_counter_buffer" in cpu) is not flashinfer
+
+
+def test_stand_ins_refuse_a_module_without_the_name():
+    """A replacement whose target is gone (another SGLang release) fails loudly."""
+    import types
+
+    from mla_harness.replacements import install_construction_stand_ins
+
+    with pytest.raises(AssertionError, match="update replacements.py"):
+        install_construction_stand_ins(types.ModuleType("trtllm_mla_backend"), use_cuda=False)
+
+
+def test_unpinned_host_on_cpu_only_drops_pinning():
+    """Replacement 12: same shape and dtype, not pinned; nothing else changes."""
+    import torch
+
+    from mla_harness.replacements import unpinned_host_on_cpu
+
+    with unpinned_host_on_cpu(use_cuda=False):
+        t = torch.zeros((3,), dtype=torch.int32, device="cpu", pin_memory=True)
+    assert t.shape == (3,) and t.dtype == torch.int32 and not t.is_pinned()
