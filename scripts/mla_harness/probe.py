@@ -25,7 +25,7 @@ from .batches import Batch
 from .driver import PhaseDriver, graph_size
 from .launches import Counts, count_launches
 from .phases import TABLE, on_base
-from .records import Call, GraphState, PhaseRecord, ProbeResult, Replay, ScenarioResult
+from .records import EagerCall, GraphState, PhaseRecord, ProbeResult, Replay, ScenarioResult
 from .visible import buffer_pointers, kernel_call_view, kernel_view
 
 PATHS = ("eager", "graph")
@@ -48,8 +48,11 @@ def run_probe(tree: Path, plan: dict, device: str = "cpu", timeout: int = 3000) 
 class Probe:
     """One phase of one scenario, counted call by call."""
 
-    def __init__(self, driver: PhaseDriver, batches: list[Batch], captures: int = 1):
+    def __init__(
+        self, driver: PhaseDriver, batches: list[Batch], captures: int = 1, eager_forward=False
+    ):
         self.driver, self.batches = driver, batches
+        self.eager_forward = eager_forward
         # Captures per batch size on one backend: 2 as the decode runner's
         # LoRA and no-LoRA graphs; each graph keeps the metadata it captured.
         self.captures = captures
@@ -76,8 +79,25 @@ class Probe:
                 kernel_view(meta, d.kernel_lens(fb, meta), fb.batch_size, self.page)
                 for meta in d.eager_metadata(fb)
             ]
-            calls.append(Call(counts, views))
+            forward = self.eager_forward_views(fb) if self.eager_forward else []
+            calls.append(EagerCall(counts, views, forward))
         return PhaseRecord(calls)
+
+    def eager_forward_views(self, fb) -> list:
+        """The forward's attention layers on the eager batch ``fb``, right after
+        ``init_forward_metadata``: what the kernel receives at each."""
+        d, views = self.driver, []
+        q = d.query(fb.batch_size)
+        for backend in d.steps:
+            for layer_id in d.phase.layers:
+                layer = attention.layer(layer_id, d.heads)
+                with attention.kernel_sink(backend) as sunk:
+                    self.call(partial(attention.attend, backend, fb, layer, q))
+                (kernel_call,) = sunk
+                metadata = getattr(fb, "decode_trtllm_mla_metadata", None)
+                max_len = (metadata or backend.forward_decode_metadata).max_seq_len_k
+                views.append(kernel_call_view(kernel_call, max_len, fb.batch_size, self.page))
+        return views
 
     def graph(self, capture_sizes) -> PhaseRecord:
         d = self.driver
@@ -140,7 +160,7 @@ class Probe:
         ]
 
 
-def run_scenario(scenario: dict, phase_names, device: str) -> ScenarioResult:
+def run_scenario(scenario: dict, phase_names, device: str, eager_forward=False) -> ScenarioResult:
     """Every phase on fresh backends: phases must not see each other's graph
     state (a real server builds each once)."""
     setup = standin.Setup(**scenario["setup"])
@@ -153,7 +173,7 @@ def run_scenario(scenario: dict, phase_names, device: str) -> ScenarioResult:
         phase, path = by_name[name]
         backends = standin.build_backends(setup, device, seed)
         driver = PhaseDriver(phase, backends, setup, device)
-        probe = Probe(driver, batches, scenario.get("captures_per_bs", 1))
+        probe = Probe(driver, batches, scenario.get("captures_per_bs", 1), eager_forward)
         phases[name] = probe.eager() if path == "eager" else probe.graph(capture_sizes)
     req_to_token = backends.runner.req_to_token_pool.req_to_token.cpu().numpy()
     return ScenarioResult(phases, req_to_token)
@@ -164,7 +184,12 @@ def run_plan(plan: dict, device: str) -> ProbeResult:
 
     default = phase_names(current().base)
     scenarios = [
-        run_scenario(s, s.get("phases") or plan.get("phases") or default, device)
+        run_scenario(
+            s,
+            s.get("phases") or plan.get("phases") or default,
+            device,
+            plan.get("eager_forward", False),
+        )
         for s in plan["scenarios"]
     ]
     return ProbeResult(scenarios, base=current().base)

@@ -24,6 +24,15 @@ class Call:
 
 
 @dataclass
+class EagerCall(Call):
+    """An eager call; where the plan asks (``eager_forward``), also what the
+    kernel received when the forward then ran on the same batch: one view per
+    step backend and attention layer, the query included."""
+
+    forward_views: list[KernelView] = field(default_factory=list)
+
+
+@dataclass
 class Replay(Call):
     """A graph replay: the replay call's ``counts``, then the captured forward's."""
 

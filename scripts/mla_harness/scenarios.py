@@ -118,12 +118,18 @@ TEST_CASES = (
 )
 
 
-def plan(count: int, seed: int = 2026, max_bs_cap: int = 6, cases=(), phases=()) -> dict:
+def plan(
+    count: int, seed: int = 2026, max_bs_cap: int = 6, cases=(), phases=(), eager_forward=False
+) -> dict:
     """``count`` generated scenarios (seeded), then the named ``cases``;
     ``phases`` (``probe.phase_names(base)``): the phases to run, where not
-    every phase of the table (a base without DRAFT_EXTEND v1)."""
+    every phase of the table (a base without DRAFT_EXTEND v1);
+    ``eager_forward``: after each eager metadata call, also run the forward
+    and record what the kernel receives (``records.EagerCall``)."""
     rng = random.Random(seed)
     out = {"scenarios": [scenario(rng, i, max_bs_cap) for i in range(count)] + list(cases)}
     if phases:
         out["phases"] = list(phases)
+    if eager_forward:
+        out["eager_forward"] = True
     return out

@@ -19,7 +19,7 @@ BASE = "v0.5.23"
 TREES = ("base", "patched")
 # Generated scenarios per tree by default: v0.5.12's suite runs 40; these
 # tests stay under ~6 minutes on a 2-core CPU with fewer (--scenarios N: more).
-DEFAULT_SCENARIOS = 12
+DEFAULT_SCENARIOS = 16
 REPORT: list[str] = []
 
 
@@ -64,7 +64,11 @@ def plan23(request) -> dict:
     count = request.config.getoption("--scenarios") or DEFAULT_SCENARIOS
     seed = request.config.getoption("--scenario-seed")
     return scenarios.plan(
-        count, seed=seed, cases=scenarios.TEST_CASES, phases=probe.phase_names(BASE)
+        count,
+        seed=seed,
+        cases=scenarios.TEST_CASES,
+        phases=probe.phase_names(BASE),
+        eager_forward=True,
     )
 
 

@@ -27,9 +27,10 @@ import numpy as np
 import pytest
 
 from mla_harness.probe import phase_names
+from mla_harness.standin import Setup
 from mla_harness.visible import KernelView, expected_block_prefix
 
-from .oracle23 import check_replay, kernel_lens
+from .oracle23 import check_replay, kernel_lens, phase_row
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -61,8 +62,10 @@ def test_kernel_visible_metadata_identical(results23, plan23, phase):
         base_calls, patched_calls = base.phases[phase].calls, patched.phases[phase].calls
         assert len(base_calls) == len(patched_calls) == len(scenario["batches"])
         for call, (b, p) in enumerate(zip(base_calls, patched_calls, strict=True)):
-            assert len(b.views) == len(p.views) >= 1
-            for step, (bv, pv) in enumerate(zip(b.views, p.views, strict=True)):
+            b_views = b.views + getattr(b, "forward_views", [])
+            p_views = p.views + getattr(p, "forward_views", [])
+            assert len(b_views) == len(p_views) >= 1
+            for step, (bv, pv) in enumerate(zip(b_views, p_views, strict=True)):
                 _assert_same_view(bv, pv, f"{scenario['name']} {phase} call {call} view {step}")
                 compared += 1
     assert compared >= len(plan23["scenarios"])
@@ -83,16 +86,27 @@ def test_replays_give_the_kernel_the_oracle(results23, plan23, tree, phase):
 @pytest.mark.parametrize("tree", TREES)
 @pytest.mark.parametrize("phase", EAGER_PHASES)
 def test_eager_metadata_matches_oracle(results23, plan23, tree, phase):
+    """Each eager ``init_forward_metadata``: the metadata it leaves, and what the
+    kernel then receives at every attention layer of the forward on the same
+    batch (the query in token order), hold the oracle's lengths, table
+    prefixes and ``max_seq_len_k`` (the longest length)."""
+    row = phase_row(phase)
     for scenario, out in zip(plan23["scenarios"], results23[tree].scenarios, strict=True):
         setup = scenario["setup"]
+        q_len = row.tokens(Setup(**setup))
+        layers = len(row.layers) * (setup["steps"] - 1 if row.multi_step else 1)
         for batch, call in zip(scenario["batches"], out.phases[phase].calls, strict=True):
             lens = kernel_lens(phase, batch["seq_lens"], setup)
             want = expected_block_prefix(
                 out.req_to_token, batch["req_pool_indices"], lens, setup["page_size"]
             )
-            for view in call.views:
-                where = f"{scenario['name']} {phase}"
+            where = f"{scenario['name']} {phase}"
+            assert len(call.forward_views) == layers, where
+            for view in call.views + call.forward_views:
                 assert np.array_equal(view.seq_lens, lens), where
                 assert view.max_seq_len_k == lens.max(), where
                 for got, exp in zip(view.block_prefix, want, strict=True):
                     assert np.array_equal(got, exp), where
+            tokens = np.arange(1, len(lens) * q_len + 1).reshape(len(lens), q_len)
+            for view in call.forward_views:
+                assert np.array_equal(view.query_tokens, tokens), f"{where}: query slots"
