@@ -103,7 +103,9 @@ class Check:
         from .phases import BY_NAME
 
         s, phase = self.setup, BY_NAME[mode]
-        driver = PhaseDriver(phase, self.backends, s, self.device, KVPool(self.kv_cache))
+        # SGLang's MLA pool layout, (slots, 1, 576): both releases page it by view.
+        pool = KVPool(self.kv_cache.view(-1, 1, KV_DIM))
+        driver = PhaseDriver(phase, self.backends, s, self.device, pool)
 
         def consume(query, kv, block_tables, kv_lens):
             return paged_mla_decode(query, kv, block_tables, kv_lens, s.page_size).contiguous()
