@@ -2,14 +2,19 @@
 
 ``python -m mla_harness.probe --tree DIR --plan plan.json --out result.pkl``
 imports ``sglang`` from ``DIR`` (a ``python/`` root), builds the real backends
-for every scenario and phase of ``phases.TABLE``, drives them (``driver``)
-through the calls an EAGLE decode loop makes (eager ``init_forward_metadata``;
-CUDA-graph state, capture for every batch size, then replays with new inputs,
-each followed by the attention layers of the captured forward, as the graph
-would run them) and records (``records``), per call, the metadata the
-attention kernel is given, the graph buffers' pointers and the launch counts
-of the replay call and of each layer's forward. ``run_probe`` does the same
-from another process and returns the ``ProbeResult``.
+for every scenario and phase of ``phases.TABLE`` that the tree's SGLang has
+(``sglang_api``: v0.5.12, or v0.5.23 without DRAFT_EXTEND v1), drives them
+(``driver``) through the calls an EAGLE decode loop makes (eager
+``init_forward_metadata``; CUDA-graph state, capture for every batch size,
+then replays with new inputs, each followed by the graph's in-graph metadata
+step where the release has one and the attention layers of the captured
+forward, as the graph would run them) and records (``records``), per call,
+the metadata the attention kernel is given (the query too, where a forward
+ran), the graph buffers' pointers and the launch counts of the replay call,
+of the in-graph step and of each layer's forward. A scenario may capture each
+batch size more than once (``captures_per_bs``); a plan may ask for the
+eager forward too (``eager_forward``). ``run_probe`` does the same from
+another process and returns the ``ProbeResult``.
 """
 
 from __future__ import annotations

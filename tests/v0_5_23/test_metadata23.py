@@ -6,7 +6,8 @@ DRAFT_EXTEND v1), on the eager path (``init_forward_metadata``) and on the
 graph path (capture per batch size: ``init_forward_metadata_out_graph(fb,
 in_capture=True)`` then the recorded ``init_forward_metadata_in_graph``;
 replays: the out-of-graph call on the runner's view, then the graph's in-graph
-step, then the captured forward up to the kernel):
+step, then the captured forward up to the kernel; eagerly, the forward on the
+same batch after the metadata call):
 
 - the differential: what the kernel receives (query token in each slot, KV
   lengths, the block-table prefix each row reads, ``max_seq_len_k``) is the
