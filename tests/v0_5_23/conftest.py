@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from .plans23 import DOUBLE_CAPTURE_PHASES, double_capture_cases
+
 BASE = "v0.5.23"
 TREES = ("base", "patched")
 # Generated scenarios per tree by default: v0.5.12's suite runs 40; these
@@ -86,20 +88,12 @@ def results23(trees23, plan23, device) -> dict:
     return out
 
 
-DOUBLE_CAPTURE_PHASES = ("decode_graph", "verify_graph", "extend_v2_graph")
-
-
 @pytest.fixture(scope="session")
 def plan_double23() -> dict:
     """Named cases whose batch sizes are each captured twice before the replays."""
     from mla_harness import scenarios
 
-    cases = [
-        {**case, "captures_per_bs": 2}
-        for case in scenarios.TEST_CASES
-        if case["name"] in ("page-edges-64", "page-edges-32", "sparse-capture")
-    ]
-    return scenarios.plan(0, cases=cases, phases=DOUBLE_CAPTURE_PHASES)
+    return scenarios.plan(0, cases=double_capture_cases(), phases=DOUBLE_CAPTURE_PHASES)
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import DOUBLE_CAPTURE_PHASES
 from .oracle23 import check_graph_view, check_replay, replay_oracle
+from .plans23 import DOUBLE_CAPTURE_PHASES, double_capture_cases
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -32,8 +32,8 @@ def _stale_on_base(phase: str, cases) -> bool:
     """v0.5.23 gives the first graph of a batch size capture-time lengths: wrong
     for a phase that allocates seq_lens_k per capture, once a replay's kernel
     length differs from the fill value (lengths the runner captured with)."""
-    offset_free = phase in PER_CAPTURE_SEQ_LENS_K
-    return offset_free and any(
+    per_capture = phase in PER_CAPTURE_SEQ_LENS_K
+    return per_capture and any(
         length != FILL
         for case in cases
         for batch in case["batches"]
@@ -42,13 +42,7 @@ def _stale_on_base(phase: str, cases) -> bool:
 
 
 def _params():
-    from mla_harness import scenarios
-
-    cases = [
-        c
-        for c in scenarios.TEST_CASES
-        if c["name"] in ("page-edges-64", "page-edges-32", "sparse-capture")
-    ]
+    cases = double_capture_cases()
     for phase in DOUBLE_CAPTURE_PHASES:
         for tree in ("base", "patched"):
             marks = []

@@ -12,8 +12,6 @@ import math
 
 import pytest
 
-from mla_harness.records import Replay
-
 pytestmark = pytest.mark.base("v0.5.23")
 
 ON_BOTH = [
@@ -50,7 +48,7 @@ def test_graph_rebuilds_metadata_in_one_launch(results23, plan23, tree, phase):
     nothing; for the draft, once for all steps. The captured forward's
     attention layers launch nothing before the kernel."""
     for _, call in _replays(results23, plan23, tree, phase):
-        step: Replay = call.in_graph_counts
+        step = call.in_graph_counts
         assert step.triton == {"create_flashmla_kv_indices_triton": 1}
         assert step.launches == 1 and step.allocs == 0 and step.syncs == 0
         assert all(c.launches == 0 for c in call.forward_counts)
