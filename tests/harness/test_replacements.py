@@ -124,3 +124,16 @@ def test_unpinned_host_on_cpu_only_drops_pinning():
     with unpinned_host_on_cpu(use_cuda=False):
         t = torch.zeros((3,), dtype=torch.int32, device="cpu", pin_memory=True)
     assert t.shape == (3,) and t.dtype == torch.int32 and not t.is_pinned()
+
+
+def test_tvm_ffi_is_the_real_package():
+    """v0.5.23's import chain subclasses ``tvm_ffi.Object``
+    (``kernels/ops/communication/all_reduce.py``): the real apache-tvm-ffi is
+    installed, and nothing in replacements.py stands in for it."""
+    import tvm_ffi
+
+    from mla_harness import replacements
+
+    assert isinstance(tvm_ffi.Object, type)
+    assert "site-packages" in (tvm_ffi.__file__ or "")
+    assert "tvm_ffi" not in replacements.CUDA_ONLY_MODULES
