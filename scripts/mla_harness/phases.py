@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .batches import draft_spec_info, verify_spec_info
+from .sglang_api import BASES, V0512
 from .standin import Setup
 
 DRAFT_LAYER = 61  # DeepSeek-V3's MTP layer follows its 61 target layers
@@ -27,7 +28,7 @@ class Phase:
     whole_buffers: bool = False  # the replay call gets whole static buffers, not [:bs]
     fixed_extend: bool = False  # every request extends by `tokens` (the overlap worker)
     eagle: bool = True  # in an EAGLE iteration; else a server (and backends) of its own
-    bases: tuple[str, ...] = ("v0.5.12", "v0.5.23")  # the SGLang bases that have it
+    bases: tuple[str, ...] = BASES  # the SGLang bases (sglang_api) that have it
 
     @property
     def multi_step(self) -> bool:
@@ -59,7 +60,7 @@ TABLE = (
         _draft,
         TWO_LAYERS,
         whole_buffers=True,
-        bases=("v0.5.12",),  # v0.5.13+ has no ForwardMode.DRAFT_EXTEND
+        bases=(V0512.base,),  # v0.5.13+ has no ForwardMode.DRAFT_EXTEND
     ),
     # The same runner under the overlap worker (DRAFT_EXTEND_V2): the draft tokens.
     Phase(
