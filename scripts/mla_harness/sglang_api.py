@@ -117,7 +117,7 @@ class V0512:
         )
 
 
-class V0523(V0512):
+class V0523:
     """v0.5.23: ``init_forward_metadata_out_graph`` / ``_in_graph``."""
 
     base = "v0.5.23"
