@@ -86,16 +86,33 @@ def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
     (root / "trees").mkdir()
     git = Git(layout.sglang)
     mtime = int(dt.datetime.combine(pin.released, dt.time(), dt.UTC).timestamp())
-    for name, rev in (("base", pin.base_tag), ("patched", f"refs/heads/{BRANCH}")):
-        write_tree_tarball(git, rev, root / "trees" / f"{name}.tar.gz", mtime)
+    write_tree_tarball(git, pin.base_tag, root / "trees" / "base.tar.gz", mtime)
+    # The patched tree as the files the series changes: install.sh lays them
+    # over the base tree (a whole second tree of a recent release would not fit).
+    changed = series_files(git, pin.base_tag, f"refs/heads/{BRANCH}")
+    write_tree_tarball(git, f"refs/heads/{BRANCH}", root / "trees" / "patched.tar.gz", mtime, changed)
     shutil.copyfile(INSTALLER, root / "install.sh")
     (root / "install.sh").chmod(0o755)
     write_manifest(root)
 
 
-def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
-    """``python/sglang`` of ``rev`` as ``sglang/...`` in a reproducible tar.gz."""
-    stream = io.BytesIO(git.run("archive", "--format=tar", rev, "python/sglang").stdout)
+def series_files(git: Git, base: str, patched: str) -> list[str]:
+    """The ``python/sglang`` files ``patched`` changes or adds over ``base``;
+    refuse a series that deletes or renames one (an overlay cannot say so)."""
+    spec = ("--no-renames", f"{base}..{patched}", "--", "python/sglang")
+    removed = git.out("diff", "--name-only", "--diff-filter=D", *spec).split()
+    if removed:
+        raise UserError(f"the series deletes {', '.join(removed)}: the bundle cannot overlay it")
+    return git.out("diff", "--name-only", "--diff-filter=AM", *spec).split()
+
+
+def write_tree_tarball(
+    git: Git, rev: str, out: Path, mtime: int, paths: list[str] | None = None
+) -> None:
+    """``python/sglang`` of ``rev`` (or just ``paths`` under it) as ``sglang/...``
+    in a reproducible tar.gz."""
+    pathspec = paths or ["python/sglang"]
+    stream = io.BytesIO(git.run("archive", "--format=tar", rev, "--", *pathspec).stdout)
     with tarfile.open(fileobj=stream, mode="r:") as source:
         members = [
             (m, source.extractfile(m) if m.isfile() else None)

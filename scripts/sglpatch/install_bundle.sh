@@ -3,8 +3,9 @@
 # Run it from the repository root:   bash build/bundle/install.sh [PIP_TARGET]
 #   1. checks every file of the bundle against MANIFEST.sha256 (and refuses extras);
 #   2. installs the wheels into PIP_TARGET (default: build/gpu-site), offline;
-#   3. unpacks trees/base.tar.gz into $BUILD/base/python and trees/patched.tar.gz
-#      into $BUILD/sglang/python (BUILD defaults to build), refusing unsafe entries.
+#   3. unpacks trees/base.tar.gz into $BUILD/base/python, and the same with
+#      trees/patched.tar.gz (the files the series changes) laid over it into
+#      $BUILD/sglang/python (BUILD defaults to build), refusing unsafe entries.
 # Then: export PYTHONPATH=<PIP_TARGET> (torch must already be installed).
 set -euo pipefail
 
@@ -57,16 +58,26 @@ sys.path.insert(0, "scripts")  # run from the repository root (see the top)
 from sglpatch.layout import Layout  # noqa: E402  (where the trees live: one place)
 
 bundle, layout = Path(sys.argv[1]), Layout.create(sys.argv[2])
-for tree, dest in (("base", layout.base_tree), ("patched", layout.patched_tree)):
+
+def unpack(name: str, into: Path) -> None:
+    with tarfile.open(bundle / "trees" / f"{name}.tar.gz") as archive:
+        for member in archive.getmembers():
+            inside = member.name == "sglang" or member.name.startswith("sglang/")
+            if not inside or not (member.isfile() or member.isdir()):
+                sys.exit(f"install.sh: unsafe entry {member.name!r} in {name}.tar.gz")
+        archive.extractall(into, filter="data")
+
+
+# The patched archive holds the files the series changes: laid over the base.
+for tree, layers, dest in (
+    ("base", ("base",), layout.base_tree),
+    ("patched", ("base", "patched"), layout.patched_tree),
+):
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest))
     try:
-        with tarfile.open(bundle / "trees" / f"{tree}.tar.gz") as archive:
-            for member in archive.getmembers():
-                inside = member.name == "sglang" or member.name.startswith("sglang/")
-                if not inside or not (member.isfile() or member.isdir()):
-                    sys.exit(f"install.sh: unsafe entry {member.name!r} in {tree}.tar.gz")
-            archive.extractall(staging, filter="data")
+        for name in layers:
+            unpack(name, staging)
         shutil.rmtree(dest / "sglang", ignore_errors=True)
         (staging / "sglang").rename(dest / "sglang")
     finally:
