@@ -89,8 +89,9 @@ def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
     write_tree_tarball(git, pin.base_tag, root / "trees" / "base.tar.gz", mtime)
     # The patched tree as the files the series changes: install.sh lays them
     # over the base tree (a whole second tree of a recent release would not fit).
-    changed = series_files(git, pin.base_tag, f"refs/heads/{BRANCH}")
-    write_tree_tarball(git, f"refs/heads/{BRANCH}", root / "trees" / "patched.tar.gz", mtime, changed)
+    patched = f"refs/heads/{BRANCH}"
+    changed = series_files(git, pin.base_tag, patched)
+    write_tree_tarball(git, patched, root / "trees" / "patched.tar.gz", mtime, changed)
     shutil.copyfile(INSTALLER, root / "install.sh")
     (root / "install.sh").chmod(0o755)
     write_manifest(root)
