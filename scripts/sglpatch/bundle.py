@@ -30,6 +30,7 @@ GPU_TARGET = WheelTarget(
     ),
 )
 INSTALLER = Path(__file__).with_name("install_bundle.sh")
+BASE_FILE = "BASE"
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 
@@ -74,12 +75,15 @@ def assemble(layout: Layout, pin: Pin, wheels: list[Wheel]) -> Path:
         work.rename(layout.bundle)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    note(f"{layout.bundle}: {len(wheels)} wheels + 2 trees, {_mib(size)} ({size} bytes)")
+    note(
+        f"{layout.bundle}: {len(wheels)} wheels + the 2 trees of {layout.name},"
+        f" {_mib(size)} ({size} bytes)"
+    )
     return layout.bundle
 
 
 def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
-    """Write wheels/, trees/, install.sh and MANIFEST.sha256 into ``root``."""
+    """Write wheels/, trees/, BASE, install.sh and MANIFEST.sha256 into ``root``."""
     (root / "wheels").mkdir()
     for wheel in wheels:
         shutil.copyfile(wheel.path, root / "wheels" / wheel.path.name)
@@ -88,6 +92,7 @@ def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
     mtime = int(dt.datetime.combine(pin.released, dt.time(), dt.UTC).timestamp())
     for name, rev in (("base", pin.base_tag), ("patched", f"refs/heads/{BRANCH}")):
         write_tree_tarball(git, rev, root / "trees" / f"{name}.tar.gz", mtime)
+    (root / BASE_FILE).write_text(f"{layout.name}\n")  # where install.sh unpacks the trees
     shutil.copyfile(INSTALLER, root / "install.sh")
     (root / "install.sh").chmod(0o755)
     write_manifest(root)

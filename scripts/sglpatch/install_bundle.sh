@@ -3,8 +3,10 @@
 # Run it from the repository root:   bash build/bundle/install.sh [PIP_TARGET]
 #   1. checks every file of the bundle against MANIFEST.sha256 (and refuses extras);
 #   2. installs the wheels into PIP_TARGET (default: build/gpu-site), offline;
-#   3. unpacks trees/base.tar.gz into $BUILD/base/python and trees/patched.tar.gz
-#      into $BUILD/sglang/python (BUILD defaults to build), refusing unsafe entries.
+#   3. unpacks trees/base.tar.gz into $BUILD/<base>/base/python and
+#      trees/patched.tar.gz into $BUILD/<base>/sglang/python (sglpatch's Layout;
+#      <base> is the bundle's BASE file, BUILD defaults to build), refusing unsafe
+#      entries.
 # Then: export PYTHONPATH=<PIP_TARGET> (torch must already be installed).
 set -euo pipefail
 
@@ -56,7 +58,8 @@ from pathlib import Path
 sys.path.insert(0, "scripts")  # run from the repository root (see the top)
 from sglpatch.layout import Layout  # noqa: E402  (where the trees live: one place)
 
-bundle, layout = Path(sys.argv[1]), Layout.create(sys.argv[2])
+bundle = Path(sys.argv[1])
+layout = Layout.create(sys.argv[2], base=(bundle / "BASE").read_text().strip())
 for tree, dest in (("base", layout.base_tree), ("patched", layout.patched_tree)):
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest))
