@@ -46,7 +46,7 @@ def built(tmp_path_factory, pinned_wheel: Path, canonical_patches: Path) -> Layo
     space = Workspace.create(tmp_path_factory.mktemp("bundle"), pinned_wheel)
     space.use_patches(canonical_patches)
     space.ok("apply")
-    layout = Layout.create(space.build, space.patches)
+    layout = Layout.create(space.build_root, space.patches, base=space.base)
     assemble(layout, PIN, [_demo_wheel(space.root)])
     return layout
 
@@ -68,6 +68,7 @@ def test_bundle_layout_and_determinism(built: Layout):
     manifest = (bundle / "MANIFEST.sha256").read_text()
     names = [line.split("  ", 1)[1] for line in manifest.splitlines()]
     assert names == [
+        "BASE",
         "install.sh",
         "trees/base.tar.gz",
         "trees/patched.tar.gz",
@@ -85,7 +86,10 @@ def test_install_sh_unpacks_trees_and_wheels(built: Layout, bundle: Path, tmp_pa
     host = tmp_path / "host"
     proc = _install(bundle, host)
     assert proc.returncode == 0, proc.stderr
-    base, patched = host / "build/base/python", host / "build/sglang/python"
+    # where the bundle's base (its BASE file) has its trees: build/<base>/ (Layout)
+    assert (bundle / "BASE").read_text() == f"{built.name}\n"
+    base = host / "build" / built.name / "base/python"
+    patched = host / "build" / built.name / "sglang/python"
     source = built.build / "base" / TARGET
     assert (base / TARGET.removeprefix("python/")).read_bytes() == source.read_bytes()
     assert (patched / NEW_FILE).is_file() and not (base / NEW_FILE).exists()
