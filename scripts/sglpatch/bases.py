@@ -1,8 +1,9 @@
 """patches/bases.toml: the pinned bases a project carries a series for.
 
 Each base has a name (also the folder of its build trees, ``build/<name>``),
-a series directory under ``patches/`` (its pin, series and patches) and the
-test directories that test its trees; one base is the default. The file is
+a series directory under ``patches/`` (its pin, series and patches), the
+test directories that test its trees and the pre-commit config of upstream's
+hooks for its patched files; one base is the default. The file is
 the project's data; this module only reads and checks it.
 """
 
@@ -18,16 +19,19 @@ from sglpatch.makevars import spelled
 
 FILE_NAME = "bases.toml"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_KEYS = {"name", "directory", "tests"}
+_KEYS = {"name", "directory", "tests", "lint"}
 
 
 @dataclass(frozen=True)
 class Base:
-    """One base: its name, its series directory (absolute), its test directories."""
+    """One base: its name, its series directory (absolute), its test directories
+    and the pre-commit config of upstream's hooks for its patched files (a path
+    relative to the repository)."""
 
     name: str
     directory: Path
     tests: tuple[str, ...]
+    lint: str
 
 
 @dataclass(frozen=True)
@@ -86,10 +90,12 @@ def _base(path: Path, patches_root: Path, number: int, row: object) -> Base:
     where = f"{path}: base {number}"
     if not isinstance(row, dict) or set(row) != _KEYS:
         raise UserError(f"{where}: keys are {', '.join(sorted(_KEYS))}")
-    name, directory, tests = row["name"], row["directory"], row["tests"]
+    name, directory, tests, lint = row["name"], row["directory"], row["tests"], row["lint"]
     for field, value in (("name", name), ("directory", directory)):
         if not isinstance(value, str) or not _NAME_RE.fullmatch(value) or ".." in value:
             raise UserError(f"{where}: {field} {value!r} is not a plain name")
     if not isinstance(tests, list) or not all(isinstance(t, str) and t for t in tests):
         raise UserError(f"{where}: tests must be a list of test directories")
-    return Base(name, patches_root / directory, tuple(t.rstrip("/") for t in tests))
+    if not isinstance(lint, str) or lint.startswith("/") or ".." in lint.split("/"):
+        raise UserError(f"{where}: lint {lint!r} is not a path inside the repository")
+    return Base(name, patches_root / directory, tuple(t.rstrip("/") for t in tests), lint)

@@ -27,6 +27,7 @@ class Layout:
     patches: Path
     pin_file: Path
     name: str
+    lint_config: Path
 
     @classmethod
     def create(
@@ -48,6 +49,7 @@ class Layout:
             patches=patches,
             pin_file=Path(pin_file or patches / "base.toml").resolve(),
             name=chosen.name,
+            lint_config=REPO_ROOT / chosen.lint,
         )
 
     @classmethod

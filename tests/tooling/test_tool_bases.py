@@ -129,10 +129,12 @@ def test_make_test_selects_the_base_for_pytest():
 
 @pytest.mark.bad_input
 def test_a_bad_bases_table_is_one_line(tmp_path: Path):
+    row = '[[base]]\nname = "{}"\ndirectory = "{}"\ntests = []\nlint = "{}"\n'
     cases = {
-        'default = "v1"\n[[base]]\nname = "v2"\ndirectory = "v2"\ntests = []\n': "default 'v1'",
-        'default = "a"\n[[base]]\nname = "a"\ndirectory = "../a"\ntests = []\n': "plain name",
-        'default = "a"\n[[base]]\nname = "a"\n': "keys are directory, name, tests",
+        'default = "v1"\n' + row.format("v2", "v2", "ci/x.yaml"): "default 'v1'",
+        'default = "a"\n' + row.format("a", "../a", "ci/x.yaml"): "plain name",
+        'default = "a"\n' + row.format("a", "a", "/etc/x.yaml"): "not a path inside",
+        'default = "a"\n[[base]]\nname = "a"\n': "keys are directory, lint, name, tests",
         "default = [": "cannot be read as TOML",
     }
     for text, message in cases.items():
