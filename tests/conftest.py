@@ -133,9 +133,17 @@ def base_trees(config, base: str | None = None) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def trees(request) -> dict[str, Path]:
+def trees_of(request):
+    """``trees_of(NAME)``: the trees of base NAME. A directory of another base
+    overrides ``trees`` in its conftest: ``def trees(trees_of): return
+    trees_of("v0.5.23")`` (session-scoped)."""
+    return lambda base: base_trees(request.config, base)
+
+
+@pytest.fixture(scope="session")
+def trees(trees_of) -> dict[str, Path]:
     """The trees of the default base (tests/backend, tests/gpu, tests/harness)."""
-    return base_trees(request.config)
+    return trees_of(None)
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,7 @@ def read_requirements(path: Path) -> list[str]:
 
 
 def make_bundle(layout: Layout) -> Path:
-    """Write build/bundle from the current build tree and ci/requirements-gpu.txt."""
+    """Write build/<base>/bundle from the base's build tree and ci/requirements-gpu.txt."""
     require_current(layout)
     pin = load_pin(layout.pin_file)
     requirements = read_requirements(layout.root / "ci" / "requirements-gpu.txt")

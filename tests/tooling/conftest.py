@@ -1,8 +1,9 @@
 """Fixtures of the sglpatch tests: an offline environment, workspaces, patches.
 
-Everything is built in temporary folders. The only input from outside is the
-pinned wheel, taken from build/cache (or SGLPATCH_TEST_WHEEL) and
-downloaded once into build/cache when none of those has it.
+Everything is built in temporary folders. The only inputs from outside are the
+pinned wheels of the two bases, taken from build/<base>/cache (or, for
+v0.5.12, SGLPATCH_TEST_WHEEL) and downloaded once into it when none of those
+has them (`make test` applies every base first, which puts them there).
 """
 
 from __future__ import annotations
