@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"every base in turn ({', '.join(EVERY_BASE_COMMANDS)})",
     )
     parser.add_argument(
-        "--patches", help="series directory (default: the base's, e.g. <repo>/patches/v0.5.12)"
+        "--patches", help="series directory (default: the base's, <repo>/patches/<directory>)"
     )
     parser.add_argument("--pin", help="pin file (default: <patches>/base.toml)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
