@@ -166,7 +166,8 @@ def test_test_directories_map_to_their_bases():
 
 def _collect(*args: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-    return run([*argv, *args], cwd=ROOT)
+    env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}
+    return run([*argv, *args], cwd=ROOT, env=env)
 
 
 def test_pytest_deselects_the_tests_of_other_bases():
