@@ -36,6 +36,7 @@ from sglpatch.pipfetch import Wheel, remember
 
 KNOWN = "this project has v0.5.12 (the default), v0.5.23 (patches/bases.toml)"
 BRANCH_23 = "sglpatch/v0.5.23-3-patches"
+BASE_COMMIT_23 = "f08fe3f49a54ed0757fe8e06f7c80dcbbf2475c3"
 
 
 def _make(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
@@ -204,6 +205,7 @@ def built_23(tmp_path_factory, second_wheel: Path) -> Path:
 
 def test_apply_builds_the_v0_5_23_series_from_its_wheel(built_23: Path):
     tree = built_23 / "v0.5.23" / "sglang"
+    assert git(tree, "rev-parse", "base/v0.5.23") == BASE_COMMIT_23  # the same everywhere
     assert git(tree, "rev-parse", f"base/v0.5.23:{TARGET}") == PIN_23.target_blob
     subjects = git(tree, "log", "--reverse", "--format=%s", "base/v0.5.23..patched")
     assert len(subjects.splitlines()) == 3 and not (built_23 / "v0.5.12").exists()
