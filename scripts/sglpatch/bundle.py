@@ -31,6 +31,10 @@ GPU_TARGET = WheelTarget(
 )
 INSTALLER = Path(__file__).with_name("install_bundle.sh")
 BASE_FILE = "BASE"
+# The patched tree is shipped as the files the series changes over the base tree
+# (a base's whole package is large: v0.5.23's is 35 MB as tar.gz), and these,
+# one a line, are the files it deletes.
+DELETED_FILE = "patched.deleted"
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 
@@ -83,24 +87,54 @@ def assemble(layout: Layout, pin: Pin, wheels: list[Wheel]) -> Path:
 
 
 def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
-    """Write wheels/, trees/, BASE, install.sh and MANIFEST.sha256 into ``root``."""
+    """Write wheels/, trees/ (the base tree; the series' files over it and what it
+    deletes), BASE, install.sh and MANIFEST.sha256 into ``root``."""
     (root / "wheels").mkdir()
     for wheel in wheels:
         shutil.copyfile(wheel.path, root / "wheels" / wheel.path.name)
     (root / "trees").mkdir()
     git = Git(layout.sglang)
     mtime = int(dt.datetime.combine(pin.released, dt.time(), dt.UTC).timestamp())
-    for name, rev in (("base", pin.base_tag), ("patched", f"refs/heads/{BRANCH}")):
-        write_tree_tarball(git, rev, root / "trees" / f"{name}.tar.gz", mtime)
+    trees = root / "trees"
+    write_tree_tarball(git, pin.base_tag, trees / "base.tar.gz", mtime)
+    changed, deleted = series_changes(git, pin.base_tag)
+    patched = f"refs/heads/{BRANCH}"
+    write_tree_tarball(git, patched, trees / "patched.tar.gz", mtime, changed)
+    (trees / DELETED_FILE).write_text("".join(f"{path}\n" for path in deleted))
     (root / BASE_FILE).write_text(f"{layout.name}\n")  # where install.sh unpacks the trees
     shutil.copyfile(INSTALLER, root / "install.sh")
     (root / "install.sh").chmod(0o755)
     write_manifest(root)
 
 
-def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
-    """``python/sglang`` of ``rev`` as ``sglang/...`` in a reproducible tar.gz."""
-    stream = io.BytesIO(git.run("archive", "--format=tar", rev, "python/sglang").stdout)
+def series_changes(git: Git, base_tag: str) -> tuple[list[str], list[str]]:
+    """The package files the series adds or changes, and those it deletes."""
+
+    def names(kind: str) -> list[str]:
+        out = git.run(
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            f"--diff-filter={kind}",
+            base_tag,
+            f"refs/heads/{BRANCH}",
+            "--",
+            "python/sglang",
+        ).stdout
+        return [name for name in out.decode("utf-8").split("\0") if name]
+
+    return names("d"), names("D")
+
+
+def write_tree_tarball(
+    git: Git, rev: str, out: Path, mtime: int, only: list[str] | None = None
+) -> None:
+    """``python/sglang`` of ``rev`` (or just the files ``only`` names) as
+    ``sglang/...`` in a reproducible tar.gz."""
+    paths = ["python/sglang"] if only is None else only
+    tar = git.run("archive", "--format=tar", rev, *paths).stdout if paths else _empty_tar()
+    stream = io.BytesIO(tar)
     with tarfile.open(fileobj=stream, mode="r:") as source:
         members = [
             (m, source.extractfile(m) if m.isfile() else None)
@@ -113,6 +147,13 @@ def write_tree_tarball(git: Git, rev: str, out: Path, mtime: int) -> None:
                     if member.name.rstrip("/") == "python":
                         continue  # the root of the archive: its content is sglang/
                     tar.addfile(_normalised(member, mtime), data)
+
+
+def _empty_tar() -> bytes:
+    """The bytes of a tar archive with no entries."""
+    buffer = io.BytesIO()
+    tarfile.open(fileobj=buffer, mode="w:").close()
+    return buffer.getvalue()
 
 
 def _normalised(member: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:

@@ -3,8 +3,9 @@
 # Run it from the repository root:   bash build/bundle/install.sh [PIP_TARGET]
 #   1. checks every file of the bundle against MANIFEST.sha256 (and refuses extras);
 #   2. installs the wheels into PIP_TARGET (default: build/gpu-site), offline;
-#   3. unpacks trees/base.tar.gz into $BUILD/<base>/base/python and
-#      trees/patched.tar.gz into $BUILD/<base>/sglang/python (sglpatch's Layout;
+#   3. unpacks trees/base.tar.gz into $BUILD/<base>/base/python and, with
+#      trees/patched.tar.gz (the files the series changes) over it and the files
+#      of trees/patched.deleted removed, into $BUILD/<base>/sglang/python (sglpatch's Layout;
 #      <base> is the bundle's BASE file, BUILD defaults to build), refusing unsafe
 #      entries.
 # Then: export PYTHONPATH=<PIP_TARGET> (torch must already be installed).
@@ -60,16 +61,37 @@ from sglpatch.layout import Layout  # noqa: E402  (where the trees live: one pla
 
 bundle = Path(sys.argv[1])
 layout = Layout.create(sys.argv[2], base=(bundle / "BASE").read_text().strip())
-for tree, dest in (("base", layout.base_tree), ("patched", layout.patched_tree)):
+
+
+def check(archive: tarfile.TarFile, name: str) -> None:
+    for member in archive.getmembers():
+        inside = member.name == "sglang" or member.name.startswith("sglang/")
+        if not inside or not (member.isfile() or member.isdir()):
+            sys.exit(f"install.sh: unsafe entry {member.name!r} in {name}")
+
+
+def deleted() -> list[str]:
+    names = (bundle / "trees" / "patched.deleted").read_text().splitlines()
+    for name in names:
+        if not name.startswith("python/sglang/") or ".." in name.split("/"):
+            sys.exit(f"install.sh: unsafe entry {name!r} in patched.deleted")
+    return [name.removeprefix("python/") for name in names]
+
+
+# The base tree; the patched tree is the base tree with the series' files over it.
+for tree, dest, layers in (
+    ("base", layout.base_tree, ["base.tar.gz"]),
+    ("patched", layout.patched_tree, ["base.tar.gz", "patched.tar.gz"]),
+):
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest))
     try:
-        with tarfile.open(bundle / "trees" / f"{tree}.tar.gz") as archive:
-            for member in archive.getmembers():
-                inside = member.name == "sglang" or member.name.startswith("sglang/")
-                if not inside or not (member.isfile() or member.isdir()):
-                    sys.exit(f"install.sh: unsafe entry {member.name!r} in {tree}.tar.gz")
-            archive.extractall(staging, filter="data")
+        for name in layers:
+            with tarfile.open(bundle / "trees" / name) as archive:
+                check(archive, name)
+                archive.extractall(staging, filter="data")
+        for name in deleted() if tree == "patched" else []:
+            (staging / name).unlink()
         shutil.rmtree(dest / "sglang", ignore_errors=True)
         (staging / "sglang").rename(dest / "sglang")
     finally:
