@@ -3,6 +3,7 @@ PYTHON   ?= python3
 VENV     ?= .venv
 BUILD    ?= build
 SOURCE   ?= wheel
+BASE     ?=
 SGLANG_DIR ?=
 THREE_WAY ?=
 VERSION  ?=
@@ -30,6 +31,7 @@ export SGLPATCH_MK_PYTHON = $(PYTHON)
 export SGLPATCH_MK_VENV = $(VENV)
 export SGLPATCH_MK_BUILD = $(BUILD)
 export SGLPATCH_MK_SOURCE = $(SOURCE)
+export SGLPATCH_MK_BASE = $(BASE)
 export SGLPATCH_MK_SGLANG_DIR = $(SGLANG_DIR)
 export SGLPATCH_MK_THREE_WAY = $(THREE_WAY)
 export SGLPATCH_MK_VERSION = $(VERSION)
@@ -42,6 +44,11 @@ export SGLPATCH_MK_CALLER_DIR = $(or $(PWD),$(CURDIR))
 IN_ROOT := cd "$$SGLPATCH_MK_ROOT" &&
 VPY  := "$$SGLPATCH_MK_VENV/bin/python"
 TOOL := $(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch --build "$$SGLPATCH_MK_BUILD"
+# BASE (a name of patches/bases.toml, checked by the programs) picks one base;
+# empty, apply, check-patches, lint and test go over every base and the other
+# targets take the default base. One word, "--base=...", whatever it holds.
+ONE_BASE  := $(if $(value BASE),"--base=$$SGLPATCH_MK_BASE")
+EACH_BASE := $(if $(value BASE),"--base=$$SGLPATCH_MK_BASE",--all-bases)
 # make's own name for the venv's stamp file (VENV is relative to ROOT).
 VENV_STAMP := $(if $(filter /%,$(VENV)),$(VENV),$(ROOT)/$(VENV))/.installed
 
@@ -51,20 +58,20 @@ VENV_STAMP := $(if $(filter /%,$(VENV)),$(VENV),$(ROOT)/$(VENV))/.installed
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {gsub(/\$$\(BUILD\)/, ENVIRON["SGLPATCH_MK_BUILD"], $$2); gsub(/\$$\(VENV\)/, ENVIRON["SGLPATCH_MK_VENV"], $$2); printf "  %-16s %s\n", $$1, $$2}' "$$SGLPATCH_MK_MAKEFILE"
 
-apply: ## Build $(BUILD)/sglang = base + patches/series (SGLANG_DIR=<checkout> [THREE_WAY=1]: a fork; SOURCE=wheel|git)
-	$(TOOL) apply --source "$$SGLPATCH_MK_SOURCE" $(if $(value SGLANG_DIR),--sglang-dir "$$SGLPATCH_MK_SGLANG_DIR") $(if $(filter 1,$(value THREE_WAY)),--three-way)
+apply: ## Build $(BUILD)/<base>/sglang = base + patches/<base>/series, every base or BASE=<name> (SGLANG_DIR=<checkout> [THREE_WAY=1]: a fork; SOURCE=wheel|git)
+	$(TOOL) $(if $(value SGLANG_DIR),$(ONE_BASE),$(EACH_BASE)) apply --source "$$SGLPATCH_MK_SOURCE" $(if $(value SGLANG_DIR),--sglang-dir "$$SGLPATCH_MK_SGLANG_DIR") $(if $(filter 1,$(value THREE_WAY)),--three-way)
 
-export: ## Regenerate patches/*.patch and patches/series from the commits above the base tag
-	$(TOOL) export
+export: ## Regenerate patches/<base>/*.patch and series from the commits above the base tag (BASE=<name>; default: the default base)
+	$(TOOL) $(ONE_BASE) export
 
-check-patches: apply ## Fail if patches/ differs from a fresh export or series and directory disagree
-	$(TOOL) check-patches
+check-patches: apply ## Fail if patches/<base>/ differs from a fresh export or series and directory disagree (every base, or BASE=<name>)
+	$(TOOL) $(EACH_BASE) check-patches
 
-check-upstream: ## Per patch against a newer release, what to do (drop, rebase, port): VERSION=X.Y.Z
-	$(TOOL) check-upstream --version "$$SGLPATCH_MK_VERSION"
+check-upstream: ## Per patch against a newer release, what to do (drop, rebase, port): VERSION=X.Y.Z [BASE=<name>]
+	$(TOOL) $(ONE_BASE) check-upstream --version "$$SGLPATCH_MK_VERSION"
 
-bundle: apply ## Offline bundle for air-gapped GPU hosts (cp312 wheels + both trees) in $(BUILD)/bundle
-	$(TOOL) bundle
+bundle: apply ## Offline bundle for air-gapped GPU hosts (cp312 wheels + a base's trees) in $(BUILD)/<base>/bundle (BASE=<name>)
+	$(TOOL) $(ONE_BASE) bundle
 
 venv: $(VENV_STAMP) ## Create the pinned virtual environment $(VENV) (5.9 GiB)
 
@@ -75,15 +82,15 @@ $(VENV_STAMP): $(ROOT)/ci/requirements.txt
 	$(IN_ROOT) $(VPY) -m pip install --disable-pip-version-check --progress-bar on -r ci/requirements.txt
 	$(IN_ROOT) touch "$$SGLPATCH_MK_VENV/.installed"
 
-test: venv apply ## Run the test suite (CPU under TRITON_INTERPRET=1; GPU tests too when CUDA is visible)
-	$(IN_ROOT) PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest
+test: venv apply ## Run the test suite for every base, or BASE=<name> (CPU under TRITON_INTERPRET=1; GPU tests too when CUDA is visible)
+	$(IN_ROOT) PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest $(ONE_BASE)
 
-lint: venv apply ## pre-commit: upstream's hooks on the patched files, ruff on this project's code
+lint: venv apply ## pre-commit: upstream's hooks on the patched files (every base, or BASE=<name>), ruff on this project's code
 	$(IN_ROOT) "$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure
-	$(IN_ROOT) PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
+	$(IN_ROOT) PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" $(EACH_BASE) lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
 
-bench: venv apply ## EAGLE metadata benchmark, base vs patched (BENCH_ARGS="--help" for flags)
-	set -f && $(IN_ROOT) PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $$SGLPATCH_MK_BENCH_ARGS
+bench: venv apply ## EAGLE metadata benchmark, base vs patched (BASE=<name>; default: the default base; BENCH_ARGS="--help" for flags)
+	set -f && $(IN_ROOT) PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $(ONE_BASE) $$SGLPATCH_MK_BENCH_ARGS
 
 clean: ## Remove $(BUILD) (the wheel cache included) and $(VENV)
 	$(IN_ROOT) rm -rf -- "$$SGLPATCH_MK_BUILD" "$$SGLPATCH_MK_VENV"

@@ -1,8 +1,14 @@
-"""Shared pytest setup: ``scripts/`` on the path, options, the two SGLang trees.
+"""Shared pytest setup: ``scripts/`` on the path, options, the bases, the SGLang trees.
 
 The base tree and the patched tree are imported in separate processes
 (``mla_harness.probe``), concurrently, with the same scenarios (generated and named); the
 ``results`` fixture probes both once per session.
+
+Each base of ``patches/bases.toml`` names the test directories that test its
+trees (``tests = [...]``); a test can also say it with ``@pytest.mark.base(NAME)``
+(or ``pytestmark``). ``--base NAME`` (repeatable, or a comma list; default:
+every base) selects bases; the tests of the others are deselected. Tests of no
+base (tests/tooling) always run.
 """
 
 from __future__ import annotations
@@ -32,7 +38,16 @@ for _key in [key for key in os.environ if key.startswith("SGLPATCH_MK_")]:
 
 def pytest_addoption(parser):
     group = parser.getgroup("sglpatch")
-    group.addoption("--build", default=str(ROOT / "build"), help="build directory of `make apply`")
+    group.addoption(
+        "--build", default=str(ROOT / "build"), help="build root of `make apply` (<build>/<base>)"
+    )
+    group.addoption(
+        "--base",
+        action="append",
+        default=[],
+        help="run the tests of this base of patches/bases.toml (repeatable or a comma"
+        " list; default: every base)",
+    )
     group.addoption(
         "--scenarios",
         type=int,
@@ -45,6 +60,56 @@ def pytest_addoption(parser):
     )
 
 
+def _bases():
+    from sglpatch import bases
+    from sglpatch.layout import PATCHES_ROOT
+
+    return bases.load(PATCHES_ROOT)
+
+
+def selected_bases(config) -> tuple[str, ...]:
+    """The bases ``--base`` names (checked), or every base."""
+    from sglpatch.errors import UserError
+
+    table = _bases()
+    named = [name.strip() for value in config.getoption("--base") for name in value.split(",")]
+    try:
+        return tuple(table.get(name).name for name in named if name) or table.names
+    except UserError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def base_of(item) -> str | None:
+    """The base a test tests: its ``base`` marker, else its directory's (bases.toml)."""
+    marker = item.get_closest_marker("base")
+    if marker is not None:
+        return marker.args[0]
+    path = Path(item.path).resolve()
+    for base in _bases().bases:
+        if any(path.is_relative_to(ROOT / directory) for directory in base.tests):
+            return base.name
+    return None
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "base(name): the test tests that base's trees (patches/bases.toml)"
+    )
+    selected_bases(config)  # an unknown --base is a usage error before collection
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect (not skip) the tests of the bases not selected."""
+    selected = selected_bases(config)
+    kept, dropped = [], []
+    for item in items:
+        base = base_of(item)
+        (dropped if base is not None and base not in selected else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def device() -> str:
     import torch
@@ -52,15 +117,33 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.fixture(scope="session")
-def trees(request) -> dict[str, Path]:
+def base_trees(config, base: str | None = None) -> dict[str, Path]:
+    """{"base": ..., "patched": ...}: the ``python/`` roots of ``base`` (None: the
+    default base) under ``--build``; fails the test when ``make apply`` has not
+    built them. A directory of another base overrides ``trees`` with this."""
     from sglpatch.trees import tree_paths
 
-    paths = dict(zip(TREES, tree_paths(Path(request.config.getoption("--build"))), strict=True))
+    build = Path(config.getoption("--build"))
+    paths = dict(zip(TREES, tree_paths(build, base), strict=True))
     for name, path in paths.items():
         if not (path / "sglang" / "__init__.py").is_file():
-            pytest.fail(f"{name} tree missing at {path}: run `make apply` first")
+            shown = f" BASE={base}" if base else ""
+            pytest.fail(f"{name} tree missing at {path}: run `make apply{shown}` first")
     return paths
+
+
+@pytest.fixture(scope="session")
+def trees_of(request):
+    """``trees_of(NAME)``: the trees of base NAME. A directory of another base
+    overrides ``trees`` in its conftest: ``def trees(trees_of): return
+    trees_of("v0.5.23")`` (session-scoped)."""
+    return lambda base: base_trees(request.config, base)
+
+
+@pytest.fixture(scope="session")
+def trees(trees_of) -> dict[str, Path]:
+    """The trees of the default base (tests/backend, tests/gpu, tests/harness)."""
+    return trees_of(None)
 
 
 @pytest.fixture(scope="session")

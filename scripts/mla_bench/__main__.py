@@ -36,10 +36,14 @@ def invocation(argv: list[str]) -> str:
     bench BENCH_ARGS="..."`` when make started it, else the module's command."""
     args = os.environ.get("SGLPATCH_MK_BENCH_ARGS")
     build = os.environ.get("SGLPATCH_MK_BUILD", "")
-    if args is not None and argv == ["--build", build, *args.split()]:
+    base = os.environ.get("SGLPATCH_MK_BASE", "")
+    chosen = [f"--base={base}"] if base else []
+    if args is not None and argv == ["--build", build, *chosen, *args.split()]:
         words = ["make", "bench"]
         if build != "build":
             words.append(f"BUILD={shlex.quote(build)}")
+        if base:
+            words.append(f"BASE={shlex.quote(base)}")
         if args.strip():
             plain = not any(c in args for c in '"$`\\')
             words.append(
@@ -86,8 +90,8 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda but no CUDA device is visible")
     cfg = config.from_args(args, cuda).to_json()
-    layout = Layout.create(args.build)
-    base_tree, patched_tree = tree_paths(layout.build)
+    layout = Layout.create(args.build, base=args.base)
+    base_tree, patched_tree = tree_paths(args.build, layout.name)
     for name, path in (("base", base_tree), ("patched", patched_tree)):
         if not (path / "sglang" / "__init__.py").is_file():
             raise UserError(f"{name} tree missing at {path}: run `make apply` first")

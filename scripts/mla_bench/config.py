@@ -122,7 +122,10 @@ def parser() -> argparse.ArgumentParser:
         ),
         formatter_class=_Help,
     )
-    p.add_argument("--build", default="build", help="build directory of `make apply`")
+    p.add_argument("--build", default="build", help="build root of `make apply` (<build>/<base>)")
+    p.add_argument(
+        "--base", default=None, help="the base whose trees to measure (default: the default base)"
+    )
     p.add_argument("--steps", type=int, default=d.steps, help="speculative_num_steps")
     p.add_argument(
         "--draft-tokens", type=int, default=d.draft_tokens, help="speculative_num_draft_tokens"
@@ -171,7 +174,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--check", action="store_true", help="exit 1 unless patched <= base in launches and memory"
     )
-    p.add_argument("--out-dir", default=None, help="results folder (default: <build>/bench)")
+    p.add_argument("--out-dir", default=None, help="results folder (default: <build>/<base>/bench)")
     p.add_argument("--no-chart", action="store_true", help="write no PNG chart")
     p.add_argument(
         "--ladder",

@@ -30,6 +30,11 @@ GPU_TARGET = WheelTarget(
     ),
 )
 INSTALLER = Path(__file__).with_name("install_bundle.sh")
+BASE_FILE = "BASE"
+# The patched tree is shipped as the files the series changes over the base tree
+# (a base's whole package is large: v0.5.23's is 35 MB as tar.gz), and these,
+# one a line, are the files it deletes.
+DELETED_FILE = "patched.deleted"
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 
@@ -53,7 +58,7 @@ def read_requirements(path: Path) -> list[str]:
 
 
 def make_bundle(layout: Layout) -> Path:
-    """Write build/bundle from the current build tree and ci/requirements-gpu.txt."""
+    """Write build/<base>/bundle from the base's build tree and ci/requirements-gpu.txt."""
     require_current(layout)
     pin = load_pin(layout.pin_file)
     requirements = read_requirements(layout.root / "ci" / "requirements-gpu.txt")
@@ -74,46 +79,62 @@ def assemble(layout: Layout, pin: Pin, wheels: list[Wheel]) -> Path:
         work.rename(layout.bundle)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    note(f"{layout.bundle}: {len(wheels)} wheels + 2 trees, {_mib(size)} ({size} bytes)")
+    note(
+        f"{layout.bundle}: {len(wheels)} wheels + the 2 trees of {layout.name},"
+        f" {_mib(size)} ({size} bytes)"
+    )
     return layout.bundle
 
 
 def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
-    """Write wheels/, trees/, install.sh and MANIFEST.sha256 into ``root``."""
+    """Write wheels/, trees/ (the base tree; the series' files over it and what it
+    deletes), BASE, install.sh and MANIFEST.sha256 into ``root``."""
     (root / "wheels").mkdir()
     for wheel in wheels:
         shutil.copyfile(wheel.path, root / "wheels" / wheel.path.name)
     (root / "trees").mkdir()
     git = Git(layout.sglang)
     mtime = int(dt.datetime.combine(pin.released, dt.time(), dt.UTC).timestamp())
-    write_tree_tarball(git, pin.base_tag, root / "trees" / "base.tar.gz", mtime)
-    # The patched tree as the files the series changes: install.sh lays them
-    # over the base tree (a whole second tree of a recent release would not fit).
+    trees = root / "trees"
+    write_tree_tarball(git, pin.base_tag, trees / "base.tar.gz", mtime)
+    changed, deleted = series_changes(git, pin.base_tag)
     patched = f"refs/heads/{BRANCH}"
-    changed = series_files(git, pin.base_tag, patched)
-    write_tree_tarball(git, patched, root / "trees" / "patched.tar.gz", mtime, changed)
+    write_tree_tarball(git, patched, trees / "patched.tar.gz", mtime, changed)
+    (trees / DELETED_FILE).write_text("".join(f"{path}\n" for path in deleted))
+    (root / BASE_FILE).write_text(f"{layout.name}\n")  # where install.sh unpacks the trees
     shutil.copyfile(INSTALLER, root / "install.sh")
     (root / "install.sh").chmod(0o755)
     write_manifest(root)
 
 
-def series_files(git: Git, base: str, patched: str) -> list[str]:
-    """The ``python/sglang`` files ``patched`` changes or adds over ``base``;
-    refuse a series that deletes or renames one (an overlay cannot say so)."""
-    spec = ("--no-renames", f"{base}..{patched}", "--", "python/sglang")
-    removed = git.out("diff", "--name-only", "--diff-filter=D", *spec).split()
-    if removed:
-        raise UserError(f"the series deletes {', '.join(removed)}: the bundle cannot overlay it")
-    return git.out("diff", "--name-only", "--diff-filter=AM", *spec).split()
+def series_changes(git: Git, base_tag: str) -> tuple[list[str], list[str]]:
+    """The package files the series adds or changes, and those it deletes."""
+
+    def names(kind: str) -> list[str]:
+        out = git.run(
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            f"--diff-filter={kind}",
+            base_tag,
+            f"refs/heads/{BRANCH}",
+            "--",
+            "python/sglang",
+        ).stdout
+        return [name for name in out.decode("utf-8").split("\0") if name]
+
+    return names("d"), names("D")
 
 
 def write_tree_tarball(
-    git: Git, rev: str, out: Path, mtime: int, paths: list[str] | None = None
+    git: Git, rev: str, out: Path, mtime: int, only: list[str] | None = None
 ) -> None:
-    """``python/sglang`` of ``rev`` (or just ``paths`` under it) as ``sglang/...``
-    in a reproducible tar.gz."""
-    pathspec = paths or ["python/sglang"]
-    stream = io.BytesIO(git.run("archive", "--format=tar", rev, "--", *pathspec).stdout)
+    """``python/sglang`` of ``rev`` (or just the files ``only`` names) as
+    ``sglang/...`` in a reproducible tar.gz."""
+    paths = ["python/sglang"] if only is None else only
+    tar = git.run("archive", "--format=tar", rev, *paths).stdout if paths else _empty_tar()
+    stream = io.BytesIO(tar)
     with tarfile.open(fileobj=stream, mode="r:") as source:
         members = [
             (m, source.extractfile(m) if m.isfile() else None)
@@ -126,6 +147,13 @@ def write_tree_tarball(
                     if member.name.rstrip("/") == "python":
                         continue  # the root of the archive: its content is sglang/
                     tar.addfile(_normalised(member, mtime), data)
+
+
+def _empty_tar() -> bytes:
+    """The bytes of a tar archive with no entries."""
+    buffer = io.BytesIO()
+    tarfile.open(fileobj=buffer, mode="w:").close()
+    return buffer.getvalue()
 
 
 def _normalised(member: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:

@@ -1,17 +1,19 @@
-"""Command line: ``python3 -m sglpatch [--build DIR] [--patches DIR] COMMAND``."""
+"""Command line: ``python3 -m sglpatch [--build DIR] [--base NAME | --all-bases] COMMAND``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from sglpatch import interrupt
+from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError, describe_os_error
 from sglpatch.layout import Layout
 from sglpatch.lock import build_lock
-from sglpatch.makevars import caller_dir, spelled, user_path
+from sglpatch.makevars import caller_dir, shown_path, spelled, user_path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,19 +100,75 @@ def _trees(layout: Layout, args: argparse.Namespace) -> int:
     """trees: print the base and patched python/ roots."""
     from sglpatch.trees import tree_paths
 
-    trees = tree_paths(layout.build)
+    trees = tree_paths(layout.build.parent, layout.name)
     print(f"base={trees.base}\npatched={trees.patched}")
     return 0
 
 
 Handler = Callable[[Layout, argparse.Namespace], int]
+# The commands --all-bases runs once per base (apply: without --sglang-dir).
+EVERY_BASE_COMMANDS = ("apply", "check-patches", "lint-patched", "trees")
+
+
+def _layouts(args: argparse.Namespace) -> list[Layout]:
+    """The layout of the chosen base, or of every base with --all-bases."""
+    if not args.all_bases:
+        return [Layout.create(args.build, args.patches, args.pin, args.base)]
+    if args.base or args.patches or args.pin or os.environ.get("SGLPATCH_PATCHES_DIR"):
+        raise UserError(
+            "--all-bases takes each base's own series: drop --base, --patches, --pin"
+            " and SGLPATCH_PATCHES_DIR, or pick one base with --base"
+        )
+    if args.command not in EVERY_BASE_COMMANDS or getattr(args, "sglang_dir", None):
+        raise UserError(
+            f"--all-bases works with {', '.join(EVERY_BASE_COMMANDS)} (apply: not with"
+            f" {spelled('SGLANG_DIR', '--sglang-dir')}): pick one base with"
+            f" {spelled('BASE', '--base', 'NAME')}"
+        )
+    return Layout.every_base(args.build)
+
+
+def _run(layouts: list[Layout], args: argparse.Namespace) -> int:
+    """Run the command for each layout; a failed check of one base does not stop
+    the others (each is reported), and the worst exit status is returned."""
+    code = 0
+    for layout in layouts:
+        if len(layouts) > 1:
+            note(f"base {layout.name} ({shown_path(layout.patches)}):")
+        try:
+            code = max(code, args.handler(layout, args))
+        except CheckFailed as exc:
+            if len(layouts) == 1:
+                raise
+            _report_check(exc)
+            code = max(code, exc.exit_code)
+    return code
+
+
+def _report_check(exc: CheckFailed) -> None:
+    """A failed check: its line, then its problems one a line."""
+    print(f"sglpatch: {exc.one_line()}", file=sys.stderr)
+    for problem in exc.problems:
+        print(f"  - {problem}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand and option."""
     parser = _Parser(prog="sglpatch", description=__doc__)
-    parser.add_argument("--build", help="build directory (default: <repo>/build)")
-    parser.add_argument("--patches", help="patch directory (default: <repo>/patches)")
+    parser.add_argument(
+        "--build", help="build root; a base's trees are in <build>/<base> (default: <repo>/build)"
+    )
+    parser.add_argument(
+        "--base", help="the base to work on (patches/bases.toml; default: its default base)"
+    )
+    parser.add_argument(
+        "--all-bases",
+        action="store_true",
+        help=f"every base in turn ({', '.join(EVERY_BASE_COMMANDS)})",
+    )
+    parser.add_argument(
+        "--patches", help="series directory (default: the base's, <repo>/patches/<directory>)"
+    )
     parser.add_argument("--pin", help="pin file (default: <patches>/base.toml)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     apply = _command(commands, "apply", _apply)
@@ -143,12 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     interrupt.install()
     try:
         args = build_parser().parse_args(argv)
-        layout = Layout.create(args.build, args.patches, args.pin)
-        return args.handler(layout, args)
+        return _run(_layouts(args), args)
     except CheckFailed as exc:
-        print(f"sglpatch: {exc.one_line()}", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
+        _report_check(exc)
         return exc.exit_code
     except UserError as exc:
         print(f"sglpatch: error: {exc.one_line()}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from sglpatch.errors import UserError
 from sglpatch.findings import Match
 from sglpatch.gitcmd import Git, output_of
 from sglpatch.layout import Layout
-from sglpatch.makevars import spelled
+from sglpatch.makevars import shown_path, spelled
 from sglpatch.patchinfo import check_hunks, describe_failure
 from sglpatch.pin import Pin, check_version, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
@@ -129,7 +130,24 @@ def check_upstream(layout: Layout, version: str) -> str:
         release = _reader(git, "HEAD")
         verdicts = classify(tree, series.paths)
         advice = [advise(v, findings_mod.match(findings, v.patch, release)) for v in verdicts]
-    return render(pin, version, wheel, blob, verdicts, advice)
+    return render(pin, version, wheel, blob, verdicts, advice, ported_series(layout, version))
+
+
+def ported_series(layout: Layout, version: str) -> list[str]:
+    """Where this project carries a series of its own for release ``version``
+    (another base of ``patches/bases.toml`` pinned to it): the rebase to use."""
+    pin = load_pin(layout.pin_file)
+    found = []
+    for other in Layout.every_base(layout.build.parent):
+        other_pin = load_pin(other.pin_file)
+        if other.name != layout.name and other_pin.version == version:
+            count = len(series_mod.load(other.patches))
+            where = shown_path(other.patches)
+            found.append(
+                f"the series on {pin.tag} is ported to {other_pin.tag} in {where}/ ({count}"
+                f" patch(es)): use `make apply BASE={other.name}`"
+            )
+    return found
 
 
 def _reader(git: Git, commit: str) -> findings_mod.Reader:
@@ -161,8 +179,10 @@ def render(
     blob: str | None,
     verdicts: list[Verdict],
     advice: list[Advice],
+    ported: Sequence[str] = (),
 ) -> str:
-    """The report as a markdown section: one table row per patch, then what to do."""
+    """The report as a markdown section: one table row per patch, then what to do
+    (``ported``: the project's own series for that release, which replaces it)."""
     same = "unchanged" if blob == pin.target_blob else "changed"
     checked = "matches the index" if wheel.verified_by == "index" else "computed"
     lines = [
@@ -170,6 +190,7 @@ def render(
         "",
         f"- wheel: `{wheel.path.name}`, sha256 `{wheel.sha256}` ({checked})",
         f"- `{pin.target}`: blob `{blob or 'missing'}`, {same} since {pin.tag}",
+        *(f"- **rebase**: {line}" for line in ported),
         "",
         "| # | patch | result | what to do | why |",
         "| --- | --- | --- | --- | --- |",
@@ -182,7 +203,10 @@ def render(
     results = (APPLIES, MERGES, UPSTREAM, CONFLICTS)
     counts = {r: sum(v.result == r for v in verdicts) for r in results}
     lines += ["", ", ".join(f"{n} {r}" for r, n in counts.items())]
-    return "\n".join(lines + _next_steps(version, advice))
+    lines += _next_steps(version, advice)
+    if ported:
+        lines += ["", f"Rather than redo that: {'; '.join(ported)}."]
+    return "\n".join(lines)
 
 
 def _next_steps(version: str, advice: list[Advice]) -> list[str]:

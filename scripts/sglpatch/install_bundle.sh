@@ -3,9 +3,11 @@
 # Run it from the repository root:   bash build/bundle/install.sh [PIP_TARGET]
 #   1. checks every file of the bundle against MANIFEST.sha256 (and refuses extras);
 #   2. installs the wheels into PIP_TARGET (default: build/gpu-site), offline;
-#   3. unpacks trees/base.tar.gz into $BUILD/base/python, and the same with
-#      trees/patched.tar.gz (the files the series changes) laid over it into
-#      $BUILD/sglang/python (BUILD defaults to build), refusing unsafe entries.
+#   3. unpacks trees/base.tar.gz into $BUILD/<base>/base/python and, with
+#      trees/patched.tar.gz (the files the series changes) over it and the files
+#      of trees/patched.deleted removed, into $BUILD/<base>/sglang/python (sglpatch's Layout;
+#      <base> is the bundle's BASE file, BUILD defaults to build), refusing unsafe
+#      entries.
 # Then: export PYTHONPATH=<PIP_TARGET> (torch must already be installed).
 set -euo pipefail
 
@@ -57,27 +59,39 @@ from pathlib import Path
 sys.path.insert(0, "scripts")  # run from the repository root (see the top)
 from sglpatch.layout import Layout  # noqa: E402  (where the trees live: one place)
 
-bundle, layout = Path(sys.argv[1]), Layout.create(sys.argv[2])
-
-def unpack(name: str, into: Path) -> None:
-    with tarfile.open(bundle / "trees" / f"{name}.tar.gz") as archive:
-        for member in archive.getmembers():
-            inside = member.name == "sglang" or member.name.startswith("sglang/")
-            if not inside or not (member.isfile() or member.isdir()):
-                sys.exit(f"install.sh: unsafe entry {member.name!r} in {name}.tar.gz")
-        archive.extractall(into, filter="data")
+bundle = Path(sys.argv[1])
+layout = Layout.create(sys.argv[2], base=(bundle / "BASE").read_text().strip())
 
 
-# The patched archive holds the files the series changes: laid over the base.
-for tree, layers, dest in (
-    ("base", ("base",), layout.base_tree),
-    ("patched", ("base", "patched"), layout.patched_tree),
+def check(archive: tarfile.TarFile, name: str) -> None:
+    for member in archive.getmembers():
+        inside = member.name == "sglang" or member.name.startswith("sglang/")
+        if not inside or not (member.isfile() or member.isdir()):
+            sys.exit(f"install.sh: unsafe entry {member.name!r} in {name}")
+
+
+def deleted() -> list[str]:
+    names = (bundle / "trees" / "patched.deleted").read_text().splitlines()
+    for name in names:
+        if not name.startswith("python/sglang/") or ".." in name.split("/"):
+            sys.exit(f"install.sh: unsafe entry {name!r} in patched.deleted")
+    return [name.removeprefix("python/") for name in names]
+
+
+# The base tree; the patched tree is the base tree with the series' files over it.
+for tree, dest, layers in (
+    ("base", layout.base_tree, ["base.tar.gz"]),
+    ("patched", layout.patched_tree, ["base.tar.gz", "patched.tar.gz"]),
 ):
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest))
     try:
         for name in layers:
-            unpack(name, staging)
+            with tarfile.open(bundle / "trees" / name) as archive:
+                check(archive, name)
+                archive.extractall(staging, filter="data")
+        for name in deleted() if tree == "patched" else []:
+            (staging / name).unlink()
         shutil.rmtree(dest / "sglang", ignore_errors=True)
         (staging / "sglang").rename(dest / "sglang")
     finally:

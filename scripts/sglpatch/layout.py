@@ -1,4 +1,4 @@
-"""Where things live: the repository, the patch directory and the build tree."""
+"""Where things live: the repository, each base's patch directory and build trees."""
 
 from __future__ import annotations
 
@@ -6,17 +6,28 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglpatch import bases
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PATCHES_ROOT = REPO_ROOT / "patches"
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Absolute paths of every input and output of the tool."""
+    """Absolute paths of every input and output of the tool, for one base.
+
+    Each base of ``patches/bases.toml`` has its series in its directory under
+    ``patches/`` and everything it builds under ``<build>/<name>/``: the download
+    cache, the lock, the trees, the ladder, the bench results and the bundle. A
+    base's build folder is self-contained, as the single-base layout was.
+    """
 
     root: Path
     build: Path
     patches: Path
     pin_file: Path
+    name: str
+    lint_config: Path
 
     @classmethod
     def create(
@@ -26,22 +37,25 @@ class Layout:
         pin_file: str | Path | None = None,
         base: str | None = None,
     ) -> Layout:
-        """Resolve the paths; ``SGLPATCH_PATCHES_DIR`` overrides the patch dir.
-
-        ``base`` names a second base (e.g. ``v0.5.23``): its series is
-        ``patches/<base>`` and its build tree ``<build>/<base>``. (Provisional:
-        the multi-base tooling replaces this with the bases table.)"""
-        patches = patches or os.environ.get("SGLPATCH_PATCHES_DIR") or REPO_ROOT / "patches"
-        build = Path(build or REPO_ROOT / "build")
-        if base:
-            patches, build = Path(patches) / base, build / base
+        """Resolve the paths of ``base`` (None: the default base) under the build
+        root ``build``; ``patches`` (or ``SGLPATCH_PATCHES_DIR``) replaces the
+        base's series directory. An unknown base is a UserError naming the known."""
+        chosen = bases.load(PATCHES_ROOT).get(base)
+        patches = patches or os.environ.get("SGLPATCH_PATCHES_DIR") or chosen.directory
         patches = Path(patches).resolve()
         return cls(
             root=REPO_ROOT,
-            build=build.resolve(),
+            build=(Path(build or REPO_ROOT / "build") / chosen.name).resolve(),
             patches=patches,
             pin_file=Path(pin_file or patches / "base.toml").resolve(),
+            name=chosen.name,
+            lint_config=REPO_ROOT / chosen.lint,
         )
+
+    @classmethod
+    def every_base(cls, build: str | Path | None = None) -> list[Layout]:
+        """The layout of each base, in the order of ``patches/bases.toml``."""
+        return [cls.create(build, base=name) for name in bases.load(PATCHES_ROOT).names]
 
     @property
     def series_file(self) -> Path:

@@ -1,4 +1,5 @@
-"""lint-patched: upstream's pre-commit hooks on the files the series touches."""
+"""lint-patched: upstream's pre-commit hooks on the files the series touches
+(the base's hook config: ``lint`` in patches/bases.toml)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from sglpatch.gitcmd import Git, scratch_worktree
 from sglpatch.layout import Layout
 from sglpatch.pin import load_pin
 from sglpatch.queue import BRANCH, open_build_tree
-
-CONFIG = Path("ci") / "sglang-pre-commit.yaml"
 
 
 def touched_files(git: Git, base_tag: str) -> list[str]:
@@ -35,7 +34,7 @@ def lint_patched(layout: Layout, pre_commit: Path) -> int:
     pin = load_pin(layout.pin_file)
     git = open_build_tree(layout, pin)
     executable = _executable(pre_commit)
-    config = layout.root / CONFIG
+    config = layout.lint_config
     if not config.is_file():
         raise UserError(f"{config} not found")
     files = touched_files(git, pin.base_tag)

@@ -9,7 +9,7 @@ from sglpatch.errors import UserError
 
 HEADER = (
     "# Patches applied in order on top of the pinned SGLang release (base.toml).\n"
-    "# Written by `make export` from the commits in build/sglang; edit those.\n"
+    "# Written by `make export` from the commits in build/<base>/sglang; edit those.\n"
 )
 
 

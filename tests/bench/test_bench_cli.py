@@ -107,16 +107,25 @@ def test_the_cpu_default_is_quick_and_the_full_sizes_are_asked_for():
             ["--build", "build", "--quick"],
             "PYTHONPATH=scripts python -m mla_bench --build build --quick",
         ),
+        (
+            {
+                "SGLPATCH_MK_BENCH_ARGS": "",
+                "SGLPATCH_MK_BUILD": "build",
+                "SGLPATCH_MK_BASE": "v0.5.23",
+            },
+            ["--build", "build", "--base=v0.5.23"],
+            "make bench BASE=v0.5.23",
+        ),
         (  # make's variables inherited by a run make did not start (make test)
             {"SGLPATCH_MK_BENCH_ARGS": "", "SGLPATCH_MK_BUILD": "build"},
             ["--build", "build", "--quick"],
             "PYTHONPATH=scripts python -m mla_bench --build build --quick",
         ),
     ],
-    ids=["make", "make-build", "module", "inherited"],
+    ids=["make", "make-build", "module", "make-base", "inherited"],
 )
 def test_the_recorded_command_can_be_run(monkeypatch, env, argv, command):
-    for key in ("SGLPATCH_MK_BENCH_ARGS", "SGLPATCH_MK_BUILD"):
+    for key in ("SGLPATCH_MK_BENCH_ARGS", "SGLPATCH_MK_BUILD", "SGLPATCH_MK_BASE"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)

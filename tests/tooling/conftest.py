@@ -1,8 +1,9 @@
 """Fixtures of the sglpatch tests: an offline environment, workspaces, patches.
 
-Everything is built in temporary folders. The only input from outside is the
-pinned wheel, taken from build/cache (or SGLPATCH_TEST_WHEEL) and
-downloaded once into build/cache when none of those has it.
+Everything is built in temporary folders. The only inputs from outside are the
+pinned wheels of the two bases, taken from build/<base>/cache (or, for
+v0.5.12, SGLPATCH_TEST_WHEEL) and downloaded once into it when none of those
+has them (`make test` applies every base first, which puts them there).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sgltest import (  # noqa: E402
+    DEFAULT,
     PIN,
-    ROOT,
+    PIN_23,
     SCRIPTS,
+    SECOND,
     TARGET,
     Workspace,
     commit_all,
@@ -65,7 +68,7 @@ def pinned_wheel(offline_env) -> Path:
     """The pinned wheel, verified; fetched once into build/cache if need be."""
     from sglpatch.upstream import fetch_pinned_wheel
 
-    cache = ROOT / "build" / "cache"
+    cache = DEFAULT.cache
     candidate = os.environ.get("SGLPATCH_TEST_WHEEL")
     if candidate and Path(candidate).is_file() and not (cache / PIN.wheel).exists():
         cache.mkdir(parents=True, exist_ok=True)
@@ -73,6 +76,19 @@ def pinned_wheel(offline_env) -> Path:
     offline = {k: os.environ.pop(k) for k in ("PIP_NO_INDEX", "PIP_CONFIG_FILE")}
     try:  # the one download the tests may make, when no copy is around
         return fetch_pinned_wheel(PIN, cache).path
+    finally:
+        os.environ.update(offline)
+
+
+@pytest.fixture(scope="session")
+def second_wheel(offline_env) -> Path:
+    """The second base's pinned wheel (v0.5.23), verified, from its cache, where
+    `make apply` (every base, as `make test` runs it) put it; fetched once if not."""
+    from sglpatch.upstream import fetch_pinned_wheel
+
+    offline = {k: os.environ.pop(k) for k in ("PIP_NO_INDEX", "PIP_CONFIG_FILE")}
+    try:
+        return fetch_pinned_wheel(PIN_23, SECOND.cache).path
     finally:
         os.environ.update(offline)
 

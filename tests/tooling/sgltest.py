@@ -18,12 +18,17 @@ SCRIPTS = ROOT / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+from sglpatch.layout import Layout  # noqa: E402
 from sglpatch.pin import load_pin  # noqa: E402
 
-PIN = load_pin(ROOT / "patches" / "base.toml")
+# The default base (v0.5.12), which most tests use, and the second one.
+DEFAULT = Layout.create(ROOT / "build", ROOT / "patches" / "v0.5.12", base="v0.5.12")
+PIN = load_pin(DEFAULT.pin_file)
 TARGET = PIN.target
 # The base commit made from the pinned wheel: the same on every machine.
 BASE_COMMIT = "77d0a340eeba395927313aec72d46121ed15c978"
+SECOND = Layout.create(ROOT / "build", ROOT / "patches" / "v0.5.23", base="v0.5.23")
+PIN_23 = load_pin(SECOND.pin_file)
 
 
 def _default_signals() -> None:
@@ -48,23 +53,31 @@ def git(cwd: Path, *args: str) -> str:
 
 @dataclass
 class Workspace:
-    """A build dir with a warm cache and a patch dir holding the pin."""
+    """A build root with a warm cache for one base (``base``, the default one
+    unless given) and a patch dir holding that base's pin."""
 
     root: Path
+    base: str = DEFAULT.name
 
     @classmethod
-    def create(cls, root: Path, wheel: Path) -> Workspace:
+    def create(cls, root: Path, wheel: Path, base: Layout = DEFAULT) -> Workspace:
         """A workspace under ``root`` whose cache already holds ``wheel``."""
-        space = cls(root)
+        space = cls(root, base.name)
         (space.build / "cache").mkdir(parents=True)
         link_or_copy(wheel, space.build / "cache" / wheel.name)
         space.patches.mkdir()
-        shutil.copyfile(PIN.path, space.patches / "base.toml")
+        shutil.copyfile(base.pin_file, space.patches / "base.toml")
         return space
 
     @property
-    def build(self) -> Path:
+    def build_root(self) -> Path:
+        """What ``--build`` names: the base's trees are in ``<build_root>/<base>``."""
         return self.root / "build"
+
+    @property
+    def build(self) -> Path:
+        """The base's build folder (cache, lock, trees)."""
+        return self.build_root / self.base
 
     @property
     def patches(self) -> Path:
@@ -78,9 +91,9 @@ class Workspace:
         self, *args: str, env: dict | None = None, preexec=None
     ) -> subprocess.CompletedProcess:
         """Run ``python3 -m sglpatch`` on this workspace (``preexec`` in the child)."""
-        argv = [sys.executable, "-m", "sglpatch", "--build", str(self.build)]
+        argv = [sys.executable, "-m", "sglpatch", *self.options()]
         full_env = {**os.environ, **(env or {})}
-        argv += ["--patches", str(self.patches), *args]
+        argv += args
         return run(argv, cwd=ROOT, env=full_env, preexec=preexec)
 
     def start(self, *args: str, env: dict | None = None) -> Running:
@@ -88,8 +101,7 @@ class Workspace:
         with the default action for the signals the tests send, whatever the
         test runner ignores (nohup, a background job): the tool keeps a
         disposition it inherits as ignored, as nohup expects."""
-        argv = [sys.executable, "-m", "sglpatch", "--build", str(self.build)]
-        argv += ["--patches", str(self.patches), *args]
+        argv = [sys.executable, "-m", "sglpatch", *self.options(), *args]
         log = self.root / f"run-{time.monotonic_ns()}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -102,6 +114,11 @@ class Workspace:
                 preexec_fn=_default_signals,
             )
         return Running(proc, log)
+
+    def options(self) -> list[str]:
+        """The tool's options that select this workspace and its base."""
+        root, patches = str(self.build_root), str(self.patches)
+        return ["--build", root, "--base", self.base, "--patches", patches]
 
     def ok(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         """Run the tool and require success."""

@@ -448,3 +448,4 @@ def test_default_trees_are_the_layouts():
     root = layout.root
     assert f'BASE_TREE="$ROOT/{layout.base_tree.relative_to(root)}"' in text
     assert f'PATCHED_TREE="$ROOT/{layout.patched_tree.relative_to(root)}"' in text
+    assert f'OUT="$ROOT/{(layout.build / "bench" / "tpot").relative_to(root)}"' in text

@@ -46,7 +46,7 @@ def built(tmp_path_factory, pinned_wheel: Path, canonical_patches: Path) -> Layo
     space = Workspace.create(tmp_path_factory.mktemp("bundle"), pinned_wheel)
     space.use_patches(canonical_patches)
     space.ok("apply")
-    layout = Layout.create(space.build, space.patches)
+    layout = Layout.create(space.build_root, space.patches, base=space.base)
     assemble(layout, PIN, [_demo_wheel(space.root)])
     return layout
 
@@ -68,17 +68,19 @@ def test_bundle_layout_and_determinism(built: Layout):
     manifest = (bundle / "MANIFEST.sha256").read_text()
     names = [line.split("  ", 1)[1] for line in manifest.splitlines()]
     assert names == [
+        "BASE",
         "install.sh",
         "trees/base.tar.gz",
+        "trees/patched.deleted",
         "trees/patched.tar.gz",
         "wheels/demo_pkg-1.0-py3-none-any.whl",
     ]
     with tarfile.open(bundle / "trees" / "patched.tar.gz") as archive:
         members = archive.getmembers()
     assert all(m.name.startswith("sglang") and m.uid == 0 and m.uname == "" for m in members)
-    # Only what the series changes or adds: install.sh lays it over the base tree.
-    files = {m.name for m in members if m.isfile()}
-    assert NEW_FILE in files and len(files) < 10
+    # the patched tree ships as the series' files over the base tree
+    assert {m.name for m in members if m.isfile()} == {NEW_FILE, TARGET.removeprefix("python/")}
+    assert (bundle / "trees" / "patched.deleted").read_text() == ""
     assemble(built, PIN, [_demo_wheel(built.build.parent)])
     assert (bundle / "MANIFEST.sha256").read_text() == manifest
 
@@ -87,14 +89,18 @@ def test_install_sh_unpacks_trees_and_wheels(built: Layout, bundle: Path, tmp_pa
     host = tmp_path / "host"
     proc = _install(bundle, host)
     assert proc.returncode == 0, proc.stderr
-    base, patched = host / "build/base/python", host / "build/sglang/python"
+    # where the bundle's base (its BASE file) has its trees: build/<base>/ (Layout)
+    assert (bundle / "BASE").read_text() == f"{built.name}\n"
+    base = host / "build" / built.name / "base/python"
+    patched = host / "build" / built.name / "sglang/python"
     source = built.build / "base" / TARGET
     assert (base / TARGET.removeprefix("python/")).read_bytes() == source.read_bytes()
     assert (patched / NEW_FILE).is_file() and not (base / NEW_FILE).exists()
-    patched_target = patched / TARGET.removeprefix("python/")
-    assert patched_target.read_bytes() == (built.sglang / TARGET).read_bytes()
-    unchanged = sorted(p.relative_to(base) for p in base.rglob("*.py"))
-    assert unchanged and all((patched / rel).is_file() for rel in unchanged)
+    patched_target = (built.sglang / TARGET).read_bytes()
+    assert (patched / TARGET.removeprefix("python/")).read_bytes() == patched_target
+    assert (patched / "sglang/__init__.py").read_bytes() == (
+        base / "sglang/__init__.py"
+    ).read_bytes()
     assert (host / "site/demo_pkg/__init__.py").read_text() == "VALUE = 7\n"
     assert _install(bundle, host).returncode == 0  # idempotent
 
@@ -123,6 +129,26 @@ def test_install_sh_refuses_unsafe_tar_entries(bundle: Path, tmp_path: Path):
     proc = _install(bundle, tmp_path / "host")
     assert proc.returncode != 0 and "unsafe entry" in proc.stderr
     assert not list(tmp_path.rglob("escape.txt"))
+
+
+@pytest.mark.bad_input
+def test_install_sh_refuses_an_unsafe_deletion(bundle: Path, tmp_path: Path):
+    victim = tmp_path / "keep.txt"
+    victim.write_text("kept")
+    (bundle / "trees" / "patched.deleted").write_text(f"python/sglang/../../../{victim}\n")
+    write_manifest(bundle)
+    proc = _install(bundle, tmp_path / "host")
+    assert proc.returncode != 0 and "unsafe entry" in proc.stderr
+    assert victim.read_text() == "kept"
+
+
+def test_install_sh_removes_what_the_series_deletes(bundle: Path, tmp_path: Path):
+    (bundle / "trees" / "patched.deleted").write_text("python/sglang/__init__.py\n")
+    write_manifest(bundle)
+    assert _install(bundle, tmp_path / "host").returncode == 0
+    trees = tmp_path / "host" / "build" / "v0.5.12"
+    assert not (trees / "sglang/python/sglang/__init__.py").exists()
+    assert (trees / "base/python/sglang/__init__.py").is_file()
 
 
 @pytest.mark.bad_input

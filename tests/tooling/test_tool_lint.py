@@ -95,3 +95,15 @@ def test_hook_config_pins_upstream_tools():
         "debug-statement-hook",
     ):
         assert f"entry: {entry}" in text
+
+
+def test_each_base_has_its_upstream_hook_config():
+    """patches/bases.toml names each base's hook config; v0.5.23's upstream
+    formats with ruff (its unpatched files are `ruff format` clean), not black."""
+    from sgltest import DEFAULT, SECOND
+
+    assert DEFAULT.lint_config == ROOT / "ci" / "sglang-pre-commit.yaml"
+    assert SECOND.lint_config == ROOT / "ci" / "sglang-v0.5.23-pre-commit.yaml"
+    text = SECOND.lint_config.read_text()
+    assert "entry: ruff format --isolated\n" in text and "ruff==0.14.7" in text
+    assert "black" not in text.split("repos:", 1)[1]

@@ -26,10 +26,17 @@ HOSTILE = {
     "venv-backticks": ("bench", {"VENV": ".venv`touch x`"}),
     "bench-args-dollar-paren": ("bench", {"BENCH_ARGS": "--no-such-flag $$(touch x)"}),
     "pytest-args-backticks": ("test", {"PYTEST_ARGS": "--no-such-flag `touch x`"}),
+    "base-quote-breakout": ("apply", {"BASE": 'v0.5.12"; touch x; echo "'}),
+    "base-backticks": ("check-patches", {"BASE": "`touch x`"}),
+    "base-dollar-paren": ("check-upstream", {"BASE": "$$(touch x)", "VERSION": "0.5.23"}),
+    "base-semicolon-export": ("export", {"BASE": "v0.5.23; touch x #"}),
+    "base-fork": ("apply", {"BASE": "'; touch x; '", "SGLANG_DIR": "/nowhere"}),
+    "base-test": ("test", {"BASE": "v0.5.23 `touch x`"}),
+    "base-bench": ("bench", {"BASE": "$$(touch x)"}),
 }
 # The variables users set: no recipe line, nor VPY or TOOL, may expand them.
 USER_VARIABLES = re.compile(
-    r"\$[({](PYTHON|VENV|BUILD|SOURCE|SGLANG_DIR|THREE_WAY|VERSION|BENCH_ARGS|PYTEST_ARGS)"
+    r"\$[({](PYTHON|VENV|BUILD|SOURCE|BASE|SGLANG_DIR|THREE_WAY|VERSION|BENCH_ARGS|PYTEST_ARGS)"
     r"[)}]|\$@|\$<|\$\^"
 )
 
@@ -91,7 +98,7 @@ def _make(sandbox: Path, *args: str, cwd: Path | None = None, **env: str):
 
 def test_help_shows_the_values_of_build_and_venv(sandbox: Path):
     out = _make(sandbox, "help", "BUILD=/data/b").stdout
-    assert "apply            Build /data/b/sglang = base + patches/series" in out
+    assert "apply            Build /data/b/<base>/sglang = base + patches/<base>/series" in out
     assert "clean            Remove /data/b (the wheel cache included) and .venv" in out
     assert "$(" not in out and "check-upstream   Per patch against a newer release" in out
 

@@ -1,0 +1,300 @@
+"""Several pinned bases (patches/bases.toml): selection, v0.5.23's series from its
+wheel, check-upstream's pointer at a ported series, fork apply on v0.5.23."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from sgltest import (
+    DEFAULT,
+    PIN,
+    PIN_23,
+    ROOT,
+    SECOND,
+    TARGET,
+    Workspace,
+    git,
+    link_or_copy,
+    one_error_line,
+    run,
+    snapshot,
+)
+
+from sglpatch import bases
+from sglpatch.compat import release_target
+from sglpatch.digest import sha256_file
+from sglpatch.errors import UserError
+from sglpatch.layout import PATCHES_ROOT, Layout
+from sglpatch.pipfetch import Wheel, remember
+
+KNOWN = "this project has v0.5.12 (the default), v0.5.23 (patches/bases.toml)"
+BRANCH_23 = "sglpatch/v0.5.23-3-patches"
+BASE_COMMIT_23 = "f08fe3f49a54ed0757fe8e06f7c80dcbbf2475c3"
+
+
+def _make(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
+    """make on the project's Makefile with the project's venv."""
+    python = str(ROOT / ".venv" / "bin" / "python")
+    full_env = {**os.environ, "MAKEFLAGS": "", "PWD": str(cwd), **env}
+    argv = ["make", "--no-print-directory", *args, f"PYTHON={python}"]
+    return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
+
+
+def _tool(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts")}
+    env.pop("SGLPATCH_PATCHES_DIR", None)
+    return run([sys.executable, "-m", "sglpatch", *args], cwd=ROOT, env=env)
+
+
+# --- the table and base selection -------------------------------------------
+
+
+def test_the_projects_bases():
+    table = bases.load(PATCHES_ROOT)
+    assert table.default == "v0.5.12" and table.names == ("v0.5.12", "v0.5.23")
+    for name in table.names:
+        layout = Layout.create(ROOT / "build", base=name)
+        assert layout.build == ROOT / "build" / name
+        assert layout.patches == ROOT / "patches" / name
+        assert (layout.patches / "series").is_file() and layout.pin_file.is_file()
+    assert (PIN.version, PIN_23.version, PIN_23.tag) == ("0.5.12", "0.5.23", "v0.5.23")
+    assert DEFAULT.name == "v0.5.12" and SECOND.cache == ROOT / "build" / "v0.5.23" / "cache"
+
+
+def test_the_default_and_an_explicit_base(tmp_path: Path):
+    for chosen, name in (([], "v0.5.12"), (["--base", "v0.5.23"], "v0.5.23")):
+        out = _tool("--build", str(tmp_path), *chosen, "trees").stdout.splitlines()
+        root = tmp_path / name
+        assert out == [f"base={root}/base/python", f"patched={root}/sglang/python"]
+    out = _tool("--build", str(tmp_path), "--all-bases", "trees").stdout.splitlines()
+    assert [line.split("/")[-3] for line in out] == ["v0.5.12"] * 2 + ["v0.5.23"] * 2
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("command", ["apply", "export", "check-patches", "check-upstream"])
+def test_an_unknown_base_lists_the_known_ones(tmp_path: Path, command: str):
+    extra = ["--version", "0.5.23"] if command == "check-upstream" else []
+    proc = _tool("--build", str(tmp_path), "--base", "v9", command, *extra)
+    assert one_error_line(proc) == f"sglpatch: error: unknown base --base 'v9': {KNOWN}"
+    assert not (tmp_path / "v9").exists()
+
+
+@pytest.mark.bad_input
+def test_an_unknown_base_under_make_names_the_variable(tmp_path: Path):
+    proc = _make("apply", "BASE=v9", f"BUILD={tmp_path}")
+    assert proc.returncode == 2
+    assert f"sglpatch: error: unknown base BASE='v9': {KNOWN}" in proc.stderr
+
+
+@pytest.mark.bad_input
+def test_all_bases_refuses_one_series_and_the_commands_of_one_base(tmp_path: Path):
+    proc = _tool("--build", str(tmp_path), "--all-bases", "--base", "v0.5.23", "apply")
+    assert "--all-bases takes each base's own series" in one_error_line(proc)
+    proc = _tool("--build", str(tmp_path), "--all-bases", "export")
+    assert "--all-bases works with apply, check-patches" in one_error_line(proc)
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["apply"], "--all-bases apply"),
+        (["apply", "BASE=v0.5.23"], '"--base=$SGLPATCH_MK_BASE" apply'),
+        (["apply", "SGLANG_DIR=/x"], '--build "$SGLPATCH_MK_BUILD"  apply'),
+        (["check-patches"], "--all-bases check-patches"),
+        (["export"], '--build "$SGLPATCH_MK_BUILD"  export'),
+        (["check-upstream", "BASE=v0.5.23"], '"--base=$SGLPATCH_MK_BASE" check-upstream'),
+    ],
+    ids=["apply", "apply-base", "fork", "check-patches", "export", "check-upstream"],
+)
+def test_make_passes_base_as_one_word(args: list[str], wanted: str):
+    """Without BASE, apply and check-patches go over every base, export and the
+    others take the default; BASE reaches the tool through the environment."""
+    proc = _make("-n", *(["-o", "apply"] if args[0] != "apply" else []), *args)
+    assert wanted in proc.stdout, proc.stdout
+
+
+def test_make_test_selects_the_base_for_pytest():
+    every = _make("-n", "-o", "venv", "-o", "apply", "test").stdout
+    one = _make("-n", "-o", "venv", "-o", "apply", "test", "BASE=v0.5.23").stdout
+    pytest_line = next(line for line in every.splitlines() if " -m pytest" in line)
+    assert pytest_line.rstrip().endswith("-m pytest")
+    assert '-m pytest "--base=$SGLPATCH_MK_BASE"' in one
+
+
+@pytest.mark.bad_input
+def test_a_bad_bases_table_is_one_line(tmp_path: Path):
+    row = '[[base]]\nname = "{}"\ndirectory = "{}"\ntests = []\nlint = "{}"\n'
+    cases = {
+        'default = "v1"\n' + row.format("v2", "v2", "ci/x.yaml"): "default 'v1'",
+        'default = "a"\n' + row.format("a", "../a", "ci/x.yaml"): "plain name",
+        'default = "a"\n' + row.format("a", "a", "/etc/x.yaml"): "not a path inside",
+        'default = "a"\n[[base]]\nname = "a"\n': "keys are directory, lint, name, tests",
+        "default = [": "cannot be read as TOML",
+    }
+    for text, message in cases.items():
+        (tmp_path / "bases.toml").write_text(text)
+        with pytest.raises(UserError, match=message):
+            bases.load(tmp_path)
+
+
+def _root_conftest():
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_test_directories_map_to_their_bases():
+    conftest = _root_conftest()
+
+    def item(path: str, marker=None):
+        mark = SimpleNamespace(args=(marker,)) if marker else None
+        return SimpleNamespace(path=ROOT / path, get_closest_marker=lambda name: mark)
+
+    assert conftest.base_of(item("tests/backend/test_x.py")) == "v0.5.12"
+    assert conftest.base_of(item("tests/gpu/test_x.py")) == "v0.5.12"
+    assert conftest.base_of(item("tests/v0_5_23/test_x.py")) == "v0.5.23"
+    assert conftest.base_of(item("tests/tooling/test_x.py")) is None
+    assert conftest.base_of(item("tests/tooling/test_x.py", "v0.5.23")) == "v0.5.23"
+
+
+def _collect(*args: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}
+    return run([*argv, *args], cwd=ROOT, env=env)
+
+
+def test_pytest_deselects_the_tests_of_other_bases():
+    units = "tests/tooling/test_tool_units.py"
+    kept = _collect("--base", "v0.5.12", "tests/harness", units)
+    dropped = _collect("--base=v0.5.23", "tests/harness", units)
+    both = _collect("--base", "v0.5.12,v0.5.23", "tests/harness", units)
+    assert " deselected" not in kept.stdout and " deselected" not in both.stdout
+    harness = sum(line.startswith("tests/harness/") for line in kept.stdout.splitlines())
+    assert harness > 0 and "tests/harness/" not in dropped.stdout
+    assert f"({harness} deselected)" in dropped.stdout and "test_tool_units.py" in dropped.stdout
+
+
+@pytest.mark.bad_input
+def test_pytest_refuses_an_unknown_base():
+    proc = _collect("--base", "v9;touch x", "tests/tooling/test_tool_units.py")
+    assert proc.returncode == 4 and f"unknown base --base 'v9;touch x': {KNOWN}" in proc.stderr
+    assert not (ROOT / "x").exists()
+
+
+# --- v0.5.23 from its wheel ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built_23(tmp_path_factory, second_wheel: Path) -> Path:
+    """A build root where `make apply BASE=v0.5.23` built patches/v0.5.23."""
+    root = tmp_path_factory.mktemp("bases") / "build"
+    (root / "v0.5.23" / "cache").mkdir(parents=True)
+    link_or_copy(second_wheel, root / "v0.5.23" / "cache" / second_wheel.name)
+    proc = _make("apply", "BASE=v0.5.23", f"BUILD={root}")
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_apply_builds_the_v0_5_23_series_from_its_wheel(built_23: Path):
+    tree = built_23 / "v0.5.23" / "sglang"
+    assert git(tree, "rev-parse", "base/v0.5.23") == BASE_COMMIT_23  # the same everywhere
+    assert git(tree, "rev-parse", f"base/v0.5.23:{TARGET}") == PIN_23.target_blob
+    subjects = git(tree, "log", "--reverse", "--format=%s", "base/v0.5.23..patched")
+    assert len(subjects.splitlines()) == 3 and not (built_23 / "v0.5.12").exists()
+    assert git(built_23 / "v0.5.23" / "base", "rev-parse", "HEAD") == git(
+        tree, "rev-parse", "base/v0.5.23"
+    )
+
+
+def test_check_patches_of_v0_5_23_passes(built_23: Path):
+    """patches/v0.5.23/ is byte-identical to an export of what it builds."""
+    proc = _make("check-patches", "BASE=v0.5.23", f"BUILD={built_23}")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{ROOT}/patches/v0.5.23 matches a fresh export" in proc.stderr
+
+
+def test_check_upstream_of_the_v0_5_23_series(built_23: Path, second_wheel: Path):
+    """The series of the second base checked against a release (its findings
+    table is absent): here the release is v0.5.23 itself, so every patch applies."""
+    cache = built_23 / "v0.5.23" / "cache" / "upstream"
+    cache.mkdir(parents=True, exist_ok=True)
+    link_or_copy(second_wheel, cache / second_wheel.name)
+    record = Wheel("sglang==0.5.23", cache / second_wheel.name, PIN_23.wheel_sha256, "index")
+    remember(cache, record, release_target(PIN_23))
+    proc = _make("check-upstream", "BASE=v0.5.23", "VERSION=0.5.23", f"BUILD={built_23}")
+    assert proc.returncode == 0, proc.stderr
+    assert "## sglang 0.5.23 vs the series on v0.5.23 (3 patch(es))" in proc.stdout
+    assert "3 applies cleanly" in proc.stdout and "**rebase**: the series" not in proc.stdout
+
+
+def _fake_release(directory: Path, pinned_wheel: Path, version: str) -> Path:
+    """A small wheel of sglang ``version``: v0.5.12's target file, renamed."""
+    module = TARGET.removeprefix("python/")
+    with zipfile.ZipFile(pinned_wheel) as archive:
+        text = archive.read(module)
+    path = directory / PIN.wheel.replace(PIN.version, version)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("sglang/__init__.py", "")
+        archive.writestr(module, text + b"# upstream moved on\n")
+    return path
+
+
+def test_check_upstream_points_at_the_ported_series(
+    workspace: Workspace, pinned_wheel, canonical_patches
+):
+    """On a release the project carries a series for, the v0.5.12 report names
+    that series as the rebase, and still has its row per patch."""
+    names = workspace.use_patches(canonical_patches)
+    cache = workspace.build / "cache" / "upstream"
+    cache.mkdir(parents=True)
+    wheel = _fake_release(cache, pinned_wheel, "0.5.23")
+    record = Wheel("sglang==0.5.23", wheel, sha256_file(wheel), "index")
+    remember(cache, record, release_target(PIN))
+    out = workspace.ok("check-upstream", "--version", "0.5.23").stdout
+    pointer = (
+        "the series on v0.5.12 is ported to v0.5.23 in patches/v0.5.23/ (3 patch(es)):"
+        " use `make apply BASE=v0.5.23`"
+    )
+    assert f"- **rebase**: {pointer}" in out and f"Rather than redo that: {pointer}." in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "`000" in line]
+    assert [row.split(" | ")[1] for row in rows] == [f"`{name}`" for name in names]
+
+
+# --- fork apply on v0.5.23 ----------------------------------------------------
+
+
+@pytest.fixture
+def fork_23(tmp_path: Path, built_23: Path) -> Path:
+    """A checkout on branch ``main`` at v0.5.23 (the base commit, tagged)."""
+    path = tmp_path / "fork"
+    git(tmp_path, "clone", "-q", str(built_23 / "v0.5.23" / "sglang"), str(path))
+    git(path, "tag", "v0.5.23", "origin/HEAD~3")
+    git(path, "checkout", "-q", "-b", "main", "v0.5.23")
+    git(path, "branch", "-q", "-D", "patched")
+    return path
+
+
+def test_fork_apply_of_the_v0_5_23_series(fork_23: Path, tmp_path: Path):
+    start = git(fork_23, "rev-parse", "HEAD")
+    proc = _make("apply", "BASE=v0.5.23", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
+    assert proc.returncode == 0, proc.stderr
+    assert f"on new branch {BRANCH_23}: 3 commit(s) on top of main" in proc.stderr
+    assert git(fork_23, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH_23}"
+    assert len(git(fork_23, "log", "--format=%s", f"{start}..").splitlines()) == 3
+
+
+@pytest.mark.bad_input
+def test_fork_apply_checks_the_chosen_bases_pin(fork_23: Path, tmp_path: Path):
+    """The default base's series on a v0.5.23 checkout: its pin says v0.5.12."""
+    before = snapshot(fork_23)
+    proc = _make("apply", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
+    assert proc.returncode == 2 and snapshot(fork_23) == before
+    assert f"{fork_23} is not at v0.5.12: its {TARGET} is blob 643613a0a943" in proc.stderr
