@@ -156,8 +156,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--extend-mode",
         choices=("v1", "v2"),
-        default=d.extend_mode,
-        help="DRAFT_EXTEND or DRAFT_EXTEND_V2",
+        default=None,
+        help="DRAFT_EXTEND or DRAFT_EXTEND_V2 (default: v1 where the base has it, else v2)",
     )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device, help="device")
     size = p.add_mutually_exclusive_group()
