@@ -60,9 +60,10 @@ def random_case(rng: random.Random, torch, blocks_per_table):
     return page, req_to_token, rpi, lens, start, width, garbage, offset
 
 
-def run(patched, reference, cases: int, seed: int = 7) -> dict:
+def run(patched, reference, cases: int, device: str = "cpu", seed: int = 7) -> dict:
     import torch
 
+    torch.set_default_device(device)  # every tensor of the cases: the kernels read them there
     rng = random.Random(seed)
     out = {"cases": 0, "default_mismatches": 0, "fused_mismatches": 0, "lens_mismatches": 0}
     for _ in range(cases):
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
     child.enter(args)
     patched = load(args.tree, "kv_indices_patched")
     reference = load(args.reference, "kv_indices_reference")
-    print(json.dumps(run(patched, reference, args.cases)))
+    print(json.dumps(run(patched, reference, args.cases, args.device)))
     return 0
 
 
