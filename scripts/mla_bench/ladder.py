@@ -26,6 +26,13 @@ def prepare(layout: Layout) -> Path:
     pin = load_pin(layout.pin_file)
     commits = patch_commits(layout)
     git, ladder = Git(layout.sglang), layout.ladder
+    for commit, subject in commits:
+        touched = git.out("diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()
+        if touched != [pin.target]:
+            raise UserError(
+                f"--ladder swaps only {pin.target} per step, but {subject!r} changes"
+                f" {', '.join(touched)}: measure this series without --ladder"
+            )
     shutil.rmtree(ladder, ignore_errors=True)
     ladder.mkdir(parents=True)
     steps = []
