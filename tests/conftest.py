@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -160,15 +159,7 @@ def results(trees, plan, device) -> dict[str, ProbeResult]:
     """Probe output per tree: {"base": ..., "patched": ...}."""
     from mla_harness import probe, scenarios
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {
-            name: pool.submit(probe.run_probe, path, plan, device) for name, path in trees.items()
-        }
-        out = {name: f.result() for name, f in futures.items()}
-    for name in TREES:
-        assert Path(out[name].sglang_file).is_relative_to(trees[name]), (
-            "probe imported the wrong tree"
-        )
+    out = probe.run_on_trees(trees, plan, device)
     named = len(scenarios.TEST_CASES)
     generated = len(plan["scenarios"]) - named
     REPORT.append(
