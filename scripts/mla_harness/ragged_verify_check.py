@@ -1,0 +1,280 @@
+"""Ragged target verify through v0.5.23's real forward, eager and as a CUDA graph.
+
+DSpark's compact verify hands the target model a ``RaggedVerifyLayout``
+(``spec_info.ragged_verify_layout``): each request verifies 1 to ``W`` tokens
+(``W``: draft tokens), packed, and the batch's rows are rounded up to a token
+tier. ``forward_extend`` pads the query to ``(bs, W)`` by the layout, runs the
+kernel, then unpads the output (``unpad_draft_extend_output(...,
+zero_uncovered=True)``): the path whose output buffer patches/v0.5.23 0004
+moves. The target backend is built and given CUDA-graph state as
+``CudaGraphRunner`` gives it in ragged mode (``decode_cuda_graph_runner.py``:
+tiers ``bs * W`` per captured bs, 699-702; ``max_num_token``, the largest
+tier, to ``init_cuda_graph_state``, 424-429; ``min(tokens, max_bs)`` slots
+per tier, 791-794; a capture layout per tier, 796-820; before each replay the
+live layout padded to the tier's slots and copied into the captured one,
+822-834). The kernel is ``consumer.paged_mla_decode`` (``_run_decode_kernel``,
+the backend's hook) over a random KV cache.
+
+Per case: ``eager`` (``init_forward_metadata`` then the forward, with and
+without graph state) and ``graph`` (each tier captured with the backend's
+out-of-graph call and, in the graph, its in-graph step and the forward; then
+replays of new layouts, padded). Two attention layers run per forward and each
+output is consumed (cloned) right after its layer, as ``o_proj`` reads it.
+Every live output row is compared with the reference run on the padded query
+the layout defines, the lengths and the table of ``req_to_token`` alone
+(``Check.oracle``), and the rows past the layout's tokens must be zero
+(eager) or finite (graph: padding requests). The outputs are also written to
+``--out`` for the parent to compare trees.
+
+``python -m mla_harness.ragged_verify_check --tree DIR --replays N --out FILE``
+prints a JSON summary.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from . import child
+
+LAYERS = (0, 1)
+
+
+class Ragged:
+    """One setup's target backend, driven as the ragged-mode graph runner drives it."""
+
+    def __init__(self, setup, device: str, seed: int, graph_state: bool):
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+        from . import attention, sglang_api
+        from .batches import StaticInputs
+        from .consumer import Check
+
+        self.check = Check(setup, device=device, seed=seed)
+        self.setup, self.device, self.api = setup, device, sglang_api.current()
+        self.width, self.heads = setup.draft_tokens, setup.model.q_heads
+        self.mode = ForwardMode.TARGET_VERIFY
+        self.backend = self.check.backends.target
+        self.pool = attention.KVPool(self.check.kv_cache.view(-1, 1, attention.KV_DIM))
+        self.api.attach_kv_pool([self.backend], self.pool)
+        # The runner's token tiers (bs * W per captured bs) and max_num_token.
+        self.grid = [bs * self.width for bs in range(1, setup.max_bs + 1)]
+        if graph_state:
+            self.backend.init_cuda_graph_state(setup.max_bs, self.grid[-1])
+        fill = self.backend.get_cuda_graph_seq_len_fill_value()
+        self.static = StaticInputs(setup.max_bs, fill, device)
+        self.graphs = {}  # tier -> (graph, query buffer, capture layout, slots)
+
+    def slots(self, tokens: int) -> int:
+        return min(tokens, self.setup.max_bs)
+
+    def layout(self, verify_lens):
+        from sglang.srt.speculative.ragged_verify import RaggedVerifyLayout
+
+        return RaggedVerifyLayout.from_verify_lens(
+            verify_lens_cpu=list(verify_lens), device=self.device, grid=self.grid
+        )
+
+    def spec_info(self, layout):
+        from .batches import verify_spec_info
+
+        return SimpleNamespace(**vars(verify_spec_info(self.width)), ragged_verify_layout=layout)
+
+    def query(self, tokens: int):
+        import torch
+
+        from .attention import KV_DIM
+
+        gen = torch.Generator(device=self.device).manual_seed(tokens)
+        shape = (tokens, self.heads * KV_DIM)
+        return torch.randn(shape, device=self.device, generator=gen).to(torch.bfloat16)
+
+    def forward(self, fb, q) -> list:
+        """Both layers' forward; each output consumed as ``o_proj`` would."""
+        from . import attention
+
+        def consume(query, kv, block_tables, kv_lens):
+            from .consumer import paged_mla_decode
+
+            out = paged_mla_decode(query, kv, block_tables, kv_lens, self.setup.page_size)
+            return out.to(query.dtype).contiguous()
+
+        outs = []
+        with attention.kernel_sink(self.backend, consume):
+            for layer_id in LAYERS:
+                layer = attention.layer(layer_id, self.heads)
+                outs.append(attention.attend(self.backend, fb, layer, q).clone())
+        return outs
+
+    def eager(self, batch, verify_lens):
+        from .batches import forward_batch
+
+        layout = self.layout(verify_lens)
+        fb = forward_batch(batch, self.mode, self.check.backends.runner, self.device)
+        fb.spec_info = self.spec_info(layout)
+        fb = self.api.complete_batch(fb)
+        q = self.query(layout.graph_num_tokens)
+        self.backend.init_forward_metadata(fb)
+        return q, self.forward(fb, q)
+
+    def capture(self) -> None:
+        import torch
+        from sglang.srt.speculative.ragged_verify import build_capture_verify_lens
+
+        from . import attention
+        from .driver import ForwardGraph
+
+        for tokens in self.grid:
+            bs = self.slots(tokens)
+            lens = build_capture_verify_lens(
+                num_tokens=tokens, num_slots=bs, num_draft_tokens=self.width
+            )
+            layout = self.layout(lens)
+            rpi, seq_lens = self.static.capture_inputs(bs)
+            fb = attention.graph_batch(
+                self.mode, bs, rpi, seq_lens, self.spec_info(layout), self.pool
+            )
+            fb = self.api.complete_batch(fb)
+            fb.seq_lens_cpu = self.static.seq_lens_cpu[:bs]
+            fb.seq_lens_sum = int(fb.seq_lens_cpu.sum())
+            fb.positions = torch.zeros(tokens, dtype=torch.int64, device=self.device)
+            self.backend.init_forward_metadata_out_graph(fb, in_capture=True)
+            q = self.query(tokens)
+
+            def step(fb=fb, q=q):
+                self.backend.init_forward_metadata_in_graph(fb)
+                return self.forward(fb, q)
+
+            self.graphs[tokens] = (ForwardGraph(step, self.device), q, layout, fb)
+
+    def replay(self, batch, verify_lens):
+        """As the runner's replay: tier, slots, batch into the static buffers,
+        the live layout staged into the captured one, the out-of-graph call on
+        the runner's view, then the graph."""
+        from .sglang_api import replace_batch
+
+        live = self.layout(verify_lens)
+        tokens = live.graph_num_tokens
+        graph, q, captured, fb = self.graphs[tokens]
+        bs = self.slots(tokens)
+        staged = live.padded_to_bucket(padded_bs=bs, cap=self.width)
+        captured.verify_lens.copy_(staged.verify_lens)
+        captured.qo_indptr_device.copy_(staged.qo_indptr_device)
+        q.copy_(self.query(tokens) * 0.5)  # new values in the captured query buffer
+        from .batches import forward_batch
+
+        real = forward_batch(batch, self.mode, self.check.backends.runner, self.device)
+        self.static.load(real, bs)
+        view = replace_batch(
+            self.api.complete_batch(real),
+            batch_size=bs,
+            req_pool_indices=self.static.req_pool_indices[:bs],
+            seq_lens=self.static.seq_lens[:bs],
+            seq_lens_cpu=self.static.seq_lens_cpu[:bs],
+            seq_lens_sum=real.seq_lens_sum + (bs - batch.size) * self.static.fill_value,
+            spec_info=self.spec_info(live),
+        )
+        self.backend.init_forward_metadata_out_graph(view)
+        return q, graph.replay()
+
+    def expected(self, batch, verify_lens, q):
+        """The live rows' output from the reference on the padded query the
+        layout defines, with the oracle's lengths and table."""
+        import torch
+
+        from .attention import KV_DIM
+        from .consumer import paged_mla_decode
+
+        padded = q.new_zeros(batch.size, self.width, self.heads, KV_DIM)
+        start = 0
+        for i, n in enumerate(verify_lens):
+            padded[i, :n] = q[start : start + n].view(n, self.heads, KV_DIM)
+            start += n
+        kv_lens, table = self.check.oracle(batch, self.width)
+        ref = paged_mla_decode(padded, self.check.kv_cache, table, kv_lens, self.setup.page_size)
+        rows = [ref[i, :n] for i, n in enumerate(verify_lens)]
+        return torch.cat(rows).to(q.dtype)
+
+    def compare(self, batch, verify_lens, q, outs, zero_tail: bool) -> dict:
+        import torch
+
+        from .attention import V_DIM
+
+        want = self.expected(batch, verify_lens, q).double()
+        live = want.shape[0]
+        worst, bad_tail = 0.0, 0
+        for out in outs:
+            out = out.view(q.shape[0], self.heads, V_DIM)
+            got = out[:live].double()
+            worst = max(worst, ((got - want).norm() / want.norm()).item())
+            tail = out[live:]
+            ok = bool((tail == 0).all()) if zero_tail else bool(torch.isfinite(tail).all())
+            bad_tail += int(not ok)
+        return {"max_rel_err": worst, "bad_tails": bad_tail}
+
+
+def verify_lens(rng, size: int, width: int) -> tuple[int, ...]:
+    """1 to ``width`` tokens per request, the edges often."""
+    return tuple(rng.choice((1, width, rng.randint(1, width))) for _ in range(size))
+
+
+def run(setup, device: str, replays: int, seed: int) -> tuple[dict, list]:
+    """Returns the summary and every output (numpy, in order) for the parent."""
+    summary = {"eager": 0, "graph": 0, "max_rel_err": 0.0, "bad_tails": 0}
+    outputs = []
+
+    def record(kind, batch, lens, q, outs, zero_tail, ragged):
+        r = ragged.compare(batch, lens, q, outs, zero_tail)
+        summary[kind] += 1
+        summary["max_rel_err"] = max(summary["max_rel_err"], r["max_rel_err"])
+        summary["bad_tails"] += r["bad_tails"]
+        outputs.append([o.float().cpu().numpy() for o in outs])
+
+    for graph_state in (False, True):
+        ragged = Ragged(setup, device, seed, graph_state)
+        for _ in range(max(4, replays // 4)):
+            batch = ragged.check.batch(ragged.check.rng.randint(1, setup.max_bs))
+            lens = verify_lens(ragged.check.rng, batch.size, setup.draft_tokens)
+            q, outs = ragged.eager(batch, lens)
+            record("eager", batch, lens, q, outs, True, ragged)
+    ragged = Ragged(setup, device, seed, graph_state=True)
+    ragged.capture()
+    for _ in range(replays):
+        batch = ragged.check.batch(ragged.check.rng.randint(1, setup.max_bs))
+        lens = verify_lens(ragged.check.rng, batch.size, setup.draft_tokens)
+        q, outs = ragged.replay(batch, lens)
+        record("graph", batch, lens, q, outs, False, ragged)
+    return summary, outputs
+
+
+SETUPS = (
+    {"page_size": 64, "context_len": 2048, "max_bs": 4},
+    {"page_size": 32, "context_len": 1024, "max_bs": 3, "steps": 4, "draft_tokens": 5},
+)
+
+
+def main(argv=None) -> int:
+    parser = child.parser(__doc__)
+    parser.add_argument("--replays", type=int, default=8)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    child.enter(args)
+    from .sglang_api import current
+    from .standin import Setup
+
+    report, outputs = [], []
+    for i, fields in enumerate(SETUPS):
+        with current().device_calls(args.device == "cuda"):
+            summary, outs = run(Setup(**fields), args.device, args.replays, seed=i)
+        report.append({"setup": i, **summary})
+        outputs.append(outs)
+    args.out.write_bytes(pickle.dumps(outputs))
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child.report_errors("mla_harness.ragged_verify_check", main))
