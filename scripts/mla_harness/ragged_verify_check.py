@@ -66,7 +66,8 @@ class Ragged:
             self.backend.init_cuda_graph_state(setup.max_bs, self.grid[-1])
         fill = self.backend.get_cuda_graph_seq_len_fill_value()
         self.static = StaticInputs(setup.max_bs, fill, device)
-        self.graphs = {}  # tier -> (graph, query buffer, capture layout, slots)
+        self.graphs = {}  # tier -> (graph, query buffer, capture layout, capture batch)
+        self.calls = 0  # seeds each call's query
 
     def slots(self, tokens: int) -> int:
         return min(tokens, self.setup.max_bs)
@@ -84,11 +85,13 @@ class Ragged:
         return SimpleNamespace(**vars(verify_spec_info(self.width)), ragged_verify_layout=layout)
 
     def query(self, tokens: int):
+        """A new random query of ``tokens`` rows (each call its own seed)."""
         import torch
 
         from .attention import KV_DIM
 
-        gen = torch.Generator(device=self.device).manual_seed(tokens)
+        self.calls += 1
+        gen = torch.Generator(device=self.device).manual_seed(self.calls)
         shape = (tokens, self.heads * KV_DIM)
         return torch.randn(shape, device=self.device, generator=gen).to(torch.bfloat16)
 
@@ -163,7 +166,7 @@ class Ragged:
         staged = live.padded_to_bucket(padded_bs=bs, cap=self.width)
         captured.verify_lens.copy_(staged.verify_lens)
         captured.qo_indptr_device.copy_(staged.qo_indptr_device)
-        q.copy_(self.query(tokens) * 0.5)  # new values in the captured query buffer
+        q.copy_(self.query(tokens))  # new values in the captured query buffer
         from .batches import forward_batch
 
         real = forward_batch(batch, self.mode, self.check.backends.runner, self.device)
