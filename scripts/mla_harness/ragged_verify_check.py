@@ -7,13 +7,14 @@ tier. ``forward_extend`` pads the query to ``(bs, W)`` by the layout, runs the
 kernel, then unpads the output (``unpad_draft_extend_output(...,
 zero_uncovered=True)``): the path whose output buffer patches/v0.5.23 0004
 moves. The target backend is built and given CUDA-graph state as
-``CudaGraphRunner`` gives it in ragged mode (``decode_cuda_graph_runner.py``:
+``DecodeCudaGraphRunner`` gives it in ragged mode (``decode_cuda_graph_runner.py``:
 tiers ``bs * W`` per captured bs, 699-702; ``max_num_token``, the largest
 tier, to ``init_cuda_graph_state``, 424-429; ``min(tokens, max_bs)`` slots
 per tier, 791-794; a capture layout per tier, 796-820; before each replay the
 live layout padded to the tier's slots and copied into the captured one,
 822-834). The kernel is ``consumer.paged_mla_decode`` (``_run_decode_kernel``,
-the backend's hook) over a random KV cache.
+the backend's hook) over a random KV cache; like the trtllm-gen kernel it
+returns bf16.
 
 Per case: ``eager`` (``init_forward_metadata`` then the forward, with and
 without graph state) and ``graph`` (each tier captured with the backend's
@@ -22,9 +23,11 @@ replays of new layouts, padded). Two attention layers run per forward and each
 output is consumed (cloned) right after its layer, as ``o_proj`` reads it.
 Every live output row is compared with the reference run on the padded query
 the layout defines, the lengths and the table of ``req_to_token`` alone
-(``Check.oracle``), and the rows past the layout's tokens must be zero
-(eager) or finite (graph: padding requests). The outputs are also written to
-``--out`` for the parent to compare trees.
+(``Check.oracle``); the rows the layout does not cover (past its
+``qo_indptr[-1]``; in a graph, the staged layout's) must be zero, and those of
+padding requests finite. Each raw output (before its copy) is also checked
+against ``unpad_output_buffer``: a view of it counts as a persistent output.
+The outputs are written to ``--out`` for the parent to compare trees.
 
 ``python -m mla_harness.ragged_verify_check --tree DIR --replays N --out FILE``
 prints a JSON summary.
@@ -68,6 +71,7 @@ class Ragged:
         self.static = StaticInputs(setup.max_bs, fill, device)
         self.graphs = {}  # tier -> (graph, query buffer, capture layout, capture batch)
         self.calls = 0  # seeds each call's query
+        self.persistent = 0  # raw outputs that were views of unpad_output_buffer
 
     def slots(self, tokens: int) -> int:
         return min(tokens, self.setup.max_bs)
@@ -97,20 +101,32 @@ class Ragged:
 
     def forward(self, fb, q) -> list:
         """Both layers' forward; each output consumed as ``o_proj`` would."""
+        import torch
+
         from . import attention
 
         def consume(query, kv, block_tables, kv_lens):
             from .consumer import paged_mla_decode
 
             out = paged_mla_decode(query, kv, block_tables, kv_lens, self.setup.page_size)
-            return out.to(query.dtype).contiguous()
+            return out.to(torch.bfloat16).contiguous()
 
         outs = []
         with attention.kernel_sink(self.backend, consume):
             for layer_id in LAYERS:
                 layer = attention.layer(layer_id, self.heads)
-                outs.append(attention.attend(self.backend, fb, layer, q).clone())
+                raw = attention.attend(self.backend, fb, layer, q)
+                self.persistent += int(self.in_persistent_buffer(raw))
+                outs.append(raw.clone())
         return outs
+
+    def in_persistent_buffer(self, out) -> bool:
+        """Whether ``out`` lies in the backend's ``unpad_output_buffer``."""
+        buffer = getattr(self.backend, "unpad_output_buffer", None)
+        if buffer is None:
+            return False
+        start = buffer.data_ptr()
+        return start <= out.data_ptr() < start + buffer.numel() * buffer.element_size()
 
     def eager(self, batch, verify_lens):
         from .batches import forward_batch
@@ -121,7 +137,7 @@ class Ragged:
         fb = self.api.complete_batch(fb)
         q = self.query(layout.graph_num_tokens)
         self.backend.init_forward_metadata(fb)
-        return q, self.forward(fb, q)
+        return q, self.forward(fb, q), layout.total_verify_tokens
 
     def capture(self) -> None:
         import torch
@@ -181,7 +197,8 @@ class Ragged:
             spec_info=self.spec_info(live),
         )
         self.backend.init_forward_metadata_out_graph(view)
-        return q, graph.replay()
+        covered = int(staged.qo_indptr_device[-1])  # rows the staged layout writes
+        return q, graph.replay(), covered
 
     def expected(self, batch, verify_lens, q):
         """The live rows' output from the reference on the padded query the
@@ -201,7 +218,9 @@ class Ragged:
         rows = [ref[i, :n] for i, n in enumerate(verify_lens)]
         return torch.cat(rows).to(q.dtype)
 
-    def compare(self, batch, verify_lens, q, outs, zero_tail: bool) -> dict:
+    def compare(self, batch, verify_lens, q, outs, covered: int) -> dict:
+        """Live rows against the reference; rows ``[live, covered)`` (padding
+        requests) finite; rows from ``covered`` on zero."""
         import torch
 
         from .attention import V_DIM
@@ -213,10 +232,10 @@ class Ragged:
             out = out.view(q.shape[0], self.heads, V_DIM)
             got = out[:live].double()
             worst = max(worst, ((got - want).norm() / want.norm()).item())
-            tail = out[live:]
-            ok = bool((tail == 0).all()) if zero_tail else bool(torch.isfinite(tail).all())
-            bad_tail += int(not ok)
-        return {"max_rel_err": worst, "bad_tails": bad_tail}
+            padding_ok = bool(torch.isfinite(out[live:covered]).all())
+            bad_tail += int(not (padding_ok and bool((out[covered:] == 0).all())))
+        zero_rows = (q.shape[0] - covered) * len(outs)
+        return {"max_rel_err": worst, "bad_tails": bad_tail, "zero_rows": zero_rows}
 
 
 def verify_lens(rng, size: int, width: int) -> tuple[int, ...]:
@@ -227,13 +246,15 @@ def verify_lens(rng, size: int, width: int) -> tuple[int, ...]:
 def run(setup, device: str, replays: int, seed: int) -> tuple[dict, list]:
     """Returns the summary and every output (numpy, in order) for the parent."""
     summary = {"eager": 0, "graph": 0, "max_rel_err": 0.0, "bad_tails": 0}
+    summary.update({"zero_rows": {"eager": 0, "graph": 0}, "persistent": {}})
     outputs = []
 
-    def record(kind, batch, lens, q, outs, zero_tail, ragged):
-        r = ragged.compare(batch, lens, q, outs, zero_tail)
+    def record(kind, batch, lens, q, outs, covered, ragged):
+        r = ragged.compare(batch, lens, q, outs, covered)
         summary[kind] += 1
         summary["max_rel_err"] = max(summary["max_rel_err"], r["max_rel_err"])
         summary["bad_tails"] += r["bad_tails"]
+        summary["zero_rows"][kind] += r["zero_rows"]
         outputs.append([o.float().cpu().numpy() for o in outs])
 
     for graph_state in (False, True):
@@ -241,15 +262,23 @@ def run(setup, device: str, replays: int, seed: int) -> tuple[dict, list]:
         for _ in range(max(4, replays // 4)):
             batch = ragged.check.batch(ragged.check.rng.randint(1, setup.max_bs))
             lens = verify_lens(ragged.check.rng, batch.size, setup.draft_tokens)
-            q, outs = ragged.eager(batch, lens)
-            record("eager", batch, lens, q, outs, True, ragged)
+            q, outs, covered = ragged.eager(batch, lens)
+            record("eager", batch, lens, q, outs, covered, ragged)
+        name = "eager_graph_state" if graph_state else "eager_no_graph_state"
+        summary["persistent"][name] = ragged.persistent
     ragged = Ragged(setup, device, seed, graph_state=True)
     ragged.capture()
+    # The captured outputs: what every replay of the graphs writes.
+    summary["persistent"]["graph"] = ragged.persistent
+    rng = ragged.check.rng
     for _ in range(replays):
-        batch = ragged.check.batch(ragged.check.rng.randint(1, setup.max_bs))
-        lens = verify_lens(ragged.check.rng, batch.size, setup.draft_tokens)
-        q, outs = ragged.replay(batch, lens)
-        record("graph", batch, lens, q, outs, False, ragged)
+        # Full batches half the time: the staged layout's last row then takes
+        # the tier's leftover tokens, capped, which leaves rows uncovered.
+        size = rng.choice((setup.max_bs, rng.randint(1, setup.max_bs)))
+        batch = ragged.check.batch(size)
+        lens = verify_lens(rng, batch.size, setup.draft_tokens)
+        q, outs, covered = ragged.replay(batch, lens)
+        record("graph", batch, lens, q, outs, covered, ragged)
     return summary, outputs
 
 
