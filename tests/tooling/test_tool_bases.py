@@ -36,7 +36,8 @@ from sglpatch.pipfetch import Wheel, remember
 from sglpatch.series import read_entries
 
 KNOWN = "this project has v0.5.12 (the default), v0.5.23 (patches/bases.toml)"
-BRANCH_23 = "sglpatch/v0.5.23-3-patches"
+PATCHES_23 = len(read_entries(SECOND.patches))  # the v0.5.23 series' length
+BRANCH_23 = f"sglpatch/v0.5.23-{PATCHES_23}-patches"
 BASE_COMMIT_23 = "f08fe3f49a54ed0757fe8e06f7c80dcbbf2475c3"
 
 
@@ -209,7 +210,8 @@ def test_apply_builds_the_v0_5_23_series_from_its_wheel(built_23: Path):
     assert git(tree, "rev-parse", "base/v0.5.23") == BASE_COMMIT_23  # the same everywhere
     assert git(tree, "rev-parse", f"base/v0.5.23:{TARGET}") == PIN_23.target_blob
     subjects = git(tree, "log", "--reverse", "--format=%s", "base/v0.5.23..patched")
-    assert len(subjects.splitlines()) == 3 and not (built_23 / "v0.5.12").exists()
+    assert len(subjects.splitlines()) == PATCHES_23
+    assert not (built_23 / "v0.5.12").exists()
     assert git(built_23 / "v0.5.23" / "base", "rev-parse", "HEAD") == git(
         tree, "rev-parse", "base/v0.5.23"
     )
@@ -232,7 +234,7 @@ def test_check_upstream_of_the_v0_5_23_series(built_23: Path, second_wheel: Path
     remember(cache, record, release_target(PIN_23))
     proc = _make("check-upstream", "BASE=v0.5.23", "VERSION=0.5.23", f"BUILD={built_23}")
     assert proc.returncode == 0, proc.stderr
-    count = len(read_entries(SECOND.patches))
+    count = PATCHES_23
     assert f"## sglang 0.5.23 vs the series on v0.5.23 ({count} patch(es))" in proc.stdout
     assert f"{count} applies cleanly" in proc.stdout
     assert "**rebase**: the series" not in proc.stdout
@@ -262,7 +264,7 @@ def test_check_upstream_points_at_the_ported_series(
     record = Wheel("sglang==0.5.23", wheel, sha256_file(wheel), "index")
     remember(cache, record, release_target(PIN))
     out = workspace.ok("check-upstream", "--version", "0.5.23").stdout
-    count = len(read_entries(SECOND.patches))
+    count = PATCHES_23
     pointer = (
         f"the series on v0.5.12 is ported to v0.5.23 in patches/v0.5.23/ ({count} patch(es)):"
         " use `make apply BASE=v0.5.23`"
@@ -280,7 +282,7 @@ def fork_23(tmp_path: Path, built_23: Path) -> Path:
     """A checkout on branch ``main`` at v0.5.23 (the base commit, tagged)."""
     path = tmp_path / "fork"
     git(tmp_path, "clone", "-q", str(built_23 / "v0.5.23" / "sglang"), str(path))
-    git(path, "tag", "v0.5.23", "origin/HEAD~3")
+    git(path, "tag", "v0.5.23", "base/v0.5.23")
     git(path, "checkout", "-q", "-b", "main", "v0.5.23")
     git(path, "branch", "-q", "-D", "patched")
     return path
@@ -290,9 +292,10 @@ def test_fork_apply_of_the_v0_5_23_series(fork_23: Path, tmp_path: Path):
     start = git(fork_23, "rev-parse", "HEAD")
     proc = _make("apply", "BASE=v0.5.23", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
     assert proc.returncode == 0, proc.stderr
-    assert f"on new branch {BRANCH_23}: 3 commit(s) on top of main" in proc.stderr
+    count = PATCHES_23
+    assert f"on new branch {BRANCH_23}: {count} commit(s) on top of main" in proc.stderr
     assert git(fork_23, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH_23}"
-    assert len(git(fork_23, "log", "--format=%s", f"{start}..").splitlines()) == 3
+    assert len(git(fork_23, "log", "--format=%s", f"{start}..").splitlines()) == count
 
 
 @pytest.mark.bad_input
