@@ -173,18 +173,17 @@ class Ragged:
         """As the runner's replay: tier, slots, batch into the static buffers,
         the live layout staged into the captured one, the out-of-graph call on
         the runner's view, then the graph."""
+        from .batches import forward_batch
         from .sglang_api import replace_batch
 
         live = self.layout(verify_lens)
         tokens = live.graph_num_tokens
-        graph, q, captured, fb = self.graphs[tokens]
+        graph, q, captured, _ = self.graphs[tokens]
         bs = self.slots(tokens)
         staged = live.padded_to_bucket(padded_bs=bs, cap=self.width)
         captured.verify_lens.copy_(staged.verify_lens)
         captured.qo_indptr_device.copy_(staged.qo_indptr_device)
         q.copy_(self.query(tokens))  # new values in the captured query buffer
-        from .batches import forward_batch
-
         real = forward_batch(batch, self.mode, self.check.backends.runner, self.device)
         self.static.load(real, bs)
         view = replace_batch(
