@@ -140,7 +140,6 @@ class Ragged:
         return q, self.forward(fb, q), layout.total_verify_tokens
 
     def capture(self) -> None:
-        import torch
         from sglang.srt.speculative.ragged_verify import build_capture_verify_lens
 
         from . import attention
@@ -156,10 +155,7 @@ class Ragged:
             fb = attention.graph_batch(
                 self.mode, bs, rpi, seq_lens, self.spec_info(layout), self.pool
             )
-            fb = self.api.complete_batch(fb)
-            fb.seq_lens_cpu = self.static.seq_lens_cpu[:bs]
-            fb.seq_lens_sum = int(fb.seq_lens_cpu.sum())
-            fb.positions = torch.zeros(tokens, dtype=torch.int64, device=self.device)
+            fb = self.api.capture_batch(fb, self.static, tokens)
             self.backend.init_forward_metadata_out_graph(fb, in_capture=True)
             q = self.query(tokens)
 
@@ -174,7 +170,6 @@ class Ragged:
         the live layout staged into the captured one, the out-of-graph call on
         the runner's view, then the graph."""
         from .batches import forward_batch
-        from .sglang_api import replace_batch
 
         live = self.layout(verify_lens)
         tokens = live.graph_num_tokens
@@ -185,16 +180,8 @@ class Ragged:
         captured.qo_indptr_device.copy_(staged.qo_indptr_device)
         q.copy_(self.query(tokens))  # new values in the captured query buffer
         real = forward_batch(batch, self.mode, self.check.backends.runner, self.device)
-        self.static.load(real, bs)
-        view = replace_batch(
-            self.api.complete_batch(real),
-            batch_size=bs,
-            req_pool_indices=self.static.req_pool_indices[:bs],
-            seq_lens=self.static.seq_lens[:bs],
-            seq_lens_cpu=self.static.seq_lens_cpu[:bs],
-            seq_lens_sum=real.seq_lens_sum + (bs - batch.size) * self.static.fill_value,
-            spec_info=self.spec_info(live),
-        )
+        real = self.api.complete_batch(real)
+        view = self.api.replay_view(real, self.static, bs, spec_info=self.spec_info(live))
         self.backend.init_forward_metadata_out_graph(view)
         covered = int(staged.qo_indptr_device[-1])  # rows the staged layout writes
         return q, graph.replay(), covered

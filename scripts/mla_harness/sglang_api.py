@@ -199,13 +199,18 @@ class V0523:
         return fb.seq_lens if metadata.seq_lens_k is None else metadata.seq_lens_k
 
     def capture(self, d, bs: int):
-        rpi, lens = d.static.capture_inputs(bs)
-        fb = self.complete_batch(d.capture_batch(bs, d.spec_info()))
-        fb.seq_lens_cpu = d.static.seq_lens_cpu[:bs]
-        fb.seq_lens_sum = int(fb.seq_lens_cpu.sum())
-        fb.positions = torch.zeros(bs * d.q_len, dtype=torch.int64, device=d.device)
+        fb = self.capture_batch(d.capture_batch(bs, d.spec_info()), d.static, bs * d.q_len)
         d.graph_batches[bs] = fb
         return partial(d.backend.init_forward_metadata_out_graph, fb, in_capture=True)
+
+    def capture_batch(self, fb, static, tokens: int):
+        """``fb`` (on the static buffers) as v0.5.23's runners capture it:
+        completed, with the buffers' host lengths and ``tokens`` positions."""
+        fb = self.complete_batch(fb)
+        fb.seq_lens_cpu = static.seq_lens_cpu[: fb.batch_size]
+        fb.seq_lens_sum = int(fb.seq_lens_cpu.sum())
+        fb.positions = torch.zeros(tokens, dtype=torch.int64, device=fb.seq_lens.device)
+        return fb
 
     def in_graph(self, d, bs: int):
         """The step every v0.5.23 runner records into its graph ahead of the
@@ -220,17 +225,25 @@ class V0523:
         if d.phase.multi_step:
             view = static.padded_draft_batch(fb, bs)
         else:
-            static.load(fb, bs)
-            n = None if d.phase.whole_buffers else bs
-            view = replace_batch(
-                fb,
-                batch_size=bs,
-                req_pool_indices=static.req_pool_indices[:n],
-                seq_lens=static.seq_lens[:n],
-                seq_lens_cpu=static.seq_lens_cpu[:n],
-                seq_lens_sum=fb.seq_lens_sum + (bs - fb.batch_size) * static.fill_value,
-            )
+            view = self.replay_view(fb, static, bs, whole=d.phase.whole_buffers)
         return partial(d.backend.init_forward_metadata_out_graph, view)
+
+    @staticmethod
+    def replay_view(fb, static, bs: int, whole: bool = False, **fields):
+        """``fb`` copied into the static buffers, padded to ``bs``, and the
+        runner's view of them (``[:bs]``, or ``whole`` buffers); ``fields``
+        change more of the view."""
+        static.load(fb, bs)
+        n = None if whole else bs
+        return replace_batch(
+            fb,
+            batch_size=bs,
+            req_pool_indices=static.req_pool_indices[:n],
+            seq_lens=static.seq_lens[:n],
+            seq_lens_cpu=static.seq_lens_cpu[:n],
+            seq_lens_sum=fb.seq_lens_sum + (bs - fb.batch_size) * static.fill_value,
+            **fields,
+        )
 
 
 _installed: list = []  # the config overrides V0523.configure holds, newest last
