@@ -26,7 +26,9 @@ the layout defines, the lengths and the table of ``req_to_token`` alone
 (``Check.oracle``); the rows the layout does not cover (past its
 ``qo_indptr[-1]``; in a graph, the staged layout's) must be zero, and those of
 padding requests finite. Each raw output (before its copy) is also checked
-against ``unpad_output_buffer``: a view of it counts as a persistent output.
+against the tensors the backend holds: its storage being one of theirs counts
+as a persistent output (of those, views of ``unpad_output_buffer`` counted
+apart).
 The outputs are written to ``--out`` for the parent to compare trees.
 
 ``python -m mla_harness.ragged_verify_check --tree DIR --replays N --out FILE``
@@ -71,7 +73,9 @@ class Ragged:
         self.static = StaticInputs(setup.max_bs, fill, device)
         self.graphs = {}  # tier -> (graph, query buffer, capture layout, capture batch)
         self.calls = 0  # seeds each call's query
-        self.persistent = 0  # raw outputs that were views of unpad_output_buffer
+        self.outputs = 0  # raw outputs the forward returned
+        self.persistent = 0  # ... in the storage of a tensor the backend holds
+        self.unpad_views = 0  # ... in unpad_output_buffer's
 
     def slots(self, tokens: int) -> int:
         return min(tokens, self.setup.max_bs)
@@ -116,17 +120,23 @@ class Ragged:
             for layer_id in LAYERS:
                 layer = attention.layer(layer_id, self.heads)
                 raw = attention.attend(self.backend, fb, layer, q)
-                self.persistent += int(self.in_persistent_buffer(raw))
+                held = self.held_storage(raw)
+                self.outputs += 1
+                self.persistent += int(held is not None)
+                self.unpad_views += int(held == "unpad_output_buffer")
                 outs.append(raw.clone())
         return outs
 
-    def in_persistent_buffer(self, out) -> bool:
-        """Whether ``out`` lies in the backend's ``unpad_output_buffer``."""
-        buffer = getattr(self.backend, "unpad_output_buffer", None)
-        if buffer is None:
-            return False
-        start = buffer.data_ptr()
-        return start <= out.data_ptr() < start + buffer.numel() * buffer.element_size()
+    def held_storage(self, out):
+        """The name of the backend's tensor attribute whose storage ``out``
+        lies in (None: a tensor of its own)."""
+        import torch
+
+        ptr = out.untyped_storage().data_ptr()
+        for name, value in vars(self.backend).items():
+            if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() == ptr:
+                return name
+        return None
 
     def eager(self, batch, verify_lens):
         from .batches import forward_batch
@@ -232,7 +242,13 @@ def verify_lens(rng, size: int, width: int) -> tuple[int, ...]:
 def run(setup, device: str, replays: int, seed: int) -> tuple[dict, list]:
     """Returns the summary and every output (numpy, in order) for the parent."""
     summary = {"eager": 0, "graph": 0, "max_rel_err": 0.0, "bad_tails": 0}
-    summary.update({"zero_rows": {"eager": 0, "graph": 0}, "persistent": {}})
+    summary.update({"zero_rows": {"eager": 0, "graph": 0}})
+    summary.update({"outputs": {}, "persistent": {}, "unpad_views": {}})
+
+    def held(name, ragged):
+        for key in ("outputs", "persistent", "unpad_views"):
+            summary[key][name] = getattr(ragged, key)
+
     outputs = []
 
     def record(kind, batch, lens, q, outs, covered, ragged):
@@ -251,11 +267,11 @@ def run(setup, device: str, replays: int, seed: int) -> tuple[dict, list]:
             q, outs, covered = ragged.eager(batch, lens)
             record("eager", batch, lens, q, outs, covered, ragged)
         name = "eager_graph_state" if graph_state else "eager_no_graph_state"
-        summary["persistent"][name] = ragged.persistent
+        held(name, ragged)
     ragged = Ragged(setup, device, seed, graph_state=True)
     ragged.capture()
     # The captured outputs: what every replay of the graphs writes.
-    summary["persistent"]["graph"] = ragged.persistent
+    held("graph", ragged)
     rng = ragged.check.rng
     for _ in range(replays):
         # Full batches half the time: the staged layout's last row then takes
