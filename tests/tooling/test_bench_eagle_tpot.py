@@ -325,9 +325,12 @@ FAKE_PYTHON = """#!/usr/bin/env bash
 # Stand-in for the sglang interpreter: launch_server sleeps, bench_serving writes a result.
 set -euo pipefail
 if [[ "${1:-}" == -m && "${2:-}" == sglang.launch_server ]]; then
-    echo "$$" > "$STUB_DIR/server.pid"
     echo "$PYTHONPATH" >> "$STUB_DIR/launches"
+    # A failing server never answers /health: it exits before writing the pid
+    # file the fake curl reads (written first, /health could answer 0 while the
+    # doomed server still ran, and the run would go on to the patched tree).
     [[ -z "${STUB_SERVER_FAIL:-}" ]] || { echo "boom: no GPU memory"; exit 7; }
+    echo "$$" > "$STUB_DIR/server.pid"
     sleep 300 &  # a worker process, like the scheduler of a TP rank
     echo "$!" > "$STUB_DIR/worker.pid"
     exec sleep 300
