@@ -62,6 +62,37 @@ construction (``install_construction_stand_ins``, ``unpinned_host_on_cpu``):
 12. On CPU only: ``pin_memory=True`` is dropped (the FlashInfer parent's
    fast-plan host buffers; pinning needs CUDA). The buffers keep their shapes
    and dtypes; the trtllm path never plans with them.
+
+``runner_check`` (GPU only) builds v0.5.23's real ``EAGLEDraftCudaGraphRunner``
+on the real draft backend; what it needs beyond the backends is replaced by
+(``draft_worker``, ``single_process_graph_capture``):
+
+13. The draft model: the EAGLE worker's ``draft_forward``, which the runner's
+   ``run_once`` calls after the in-graph metadata step. The stand-in runs, per
+   draft step but the last, one attention layer through the step backend's
+   real ``forward_decode`` under its forward context (kernel: 7), then
+   advances ``positions``, as ``draft_forward`` does around the draft model
+   (``eagle_worker_v2.py:808-849``); sampling and the model's layers are not
+   on the metadata path. The worker's other fields are the values the runner
+   reads (no DSA top-k seed).
+14. The process groups of a one-process world: ``get_parallel().tp_group``
+   (``FullCudaGraphBackend`` calls ``barrier()`` before each warm-up: a no-op
+   alone) and the runner module's ``graph_capture`` (for a world of one,
+   ``GroupCoordinator.graph_capture`` waits for the current stream and enters
+   the capture stream; it has no communicator to set up). Everything
+   captured and replayed runs on that stream, as in a server.
+16. On CPU only (a smoke run of the same check in CI): CUDA graphs.
+   ``FullCudaGraphBackend`` keeps its warm-ups and records ``run_once`` in
+   place of a graph; a replay re-runs it, as ``--debug-cuda-graph``'s
+   breakable backend does. So a replay is the recorded metadata step and
+   forward over the runner's buffers, and what the host call before it did;
+   real graphs (what a replay does not re-run) are the GPU run's. The
+   capture stream and the free-memory probe of the capture loop are the
+   host's (none, 0).
+15. The model runner's one-time kernel warm-up (``BaseRunner._warmup``, run
+   once per process before the first capture: all-reduce workspaces and
+   FlashInfer autotune of the model's kernels): marked done
+   (``_kernel_warmed_up``); there is no model and no communicator here.
 """
 
 from __future__ import annotations
@@ -284,3 +315,129 @@ def cuda_factories_on_cpu(use_cuda: bool):
 
     with _CudaToCpu():
         yield
+
+
+class _OneProcessGroup:
+    """Replacement 14: the TP group of a world of one."""
+
+    world_size = 1
+    rank_in_group = 0
+    ca_comm = None
+
+    def barrier(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def single_process_graph_capture():
+    """Replacement 14: ``graph_capture`` and ``get_parallel().tp_group`` of a
+    one-process world, in the decode runner module (the draft runner's capture
+    loop)."""
+    import torch
+    from sglang.srt.model_executor.runner import decode_cuda_graph_runner as module
+    from sglang.srt.runtime_context import get_parallel
+
+    @contextlib.contextmanager
+    def graph_capture(stream=None):
+        if not torch.cuda.is_available():  # 16: no streams on the host
+            yield SimpleNamespace(stream=stream)
+            return
+        stream = stream if stream is not None else torch.cuda.Stream()
+        current = torch.cuda.current_stream()
+        if current != stream:
+            stream.wait_stream(current)
+        with torch.cuda.stream(stream):
+            yield SimpleNamespace(stream=stream)
+
+    if not hasattr(module, "graph_capture"):
+        raise AssertionError(f"{module.__name__} has no graph_capture: update replacements.py")
+    real = module.graph_capture
+    module.graph_capture = graph_capture
+    try:
+        with get_parallel().override(tp_rank=0, tp_group=_OneProcessGroup()):
+            yield
+    finally:
+        module.graph_capture = real
+
+
+def draft_worker(draft_runner, draft_backend, setup, draft_forward):
+    """Replacements 13 and 15: the EAGLE draft worker the runner is built on
+    (``EagleDraftWorker``: ``draft_runner``, no ``model_runner``) and the
+    model-runner fields the runner reads beyond the backends'."""
+    import torch
+    from sglang.srt.configs.shared_experts import SharedExpertsConfig
+    from sglang.srt.runtime_context import get_server_args
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner = draft_runner
+    runner.server_args = get_server_args()  # the published one (``V0523.configure``)
+    runner.model_config = SimpleNamespace(
+        **vars(runner.model_config),
+        vocab_size=1024,
+        spec_hidden_size=64,
+        dtype=torch.bfloat16,
+        model_is_mrope=False,
+    )
+    runner.spec_algorithm = SpeculativeAlgorithm.EAGLE
+    runner.draft_attn_backend = draft_backend
+    runner.device_timer = None
+    runner.gpu_id = 0
+    runner.canary_manager = None
+    runner.model = SimpleNamespace(
+        forward=Unusable("the draft model's forward"),
+        shared_experts_config=SharedExpertsConfig(),
+    )
+    runner._kernel_warmed_up = True  # 15
+    return SimpleNamespace(
+        draft_runner=runner,
+        draft_forward=draft_forward,
+        speculative_num_steps=setup.steps,
+        dsa_seed_topk_width=0,
+        seed_dsa_topk_from_draft_extend=False,
+    )
+
+
+@contextlib.contextmanager
+def eager_graph_backend():
+    """Replacement 16 (CPU only): ``FullCudaGraphBackend`` records ``run_once``
+    and a replay re-runs it; the capture loop's stream and memory probe are the
+    host's."""
+    from sglang.srt.model_executor.runner import decode_cuda_graph_runner as loop
+    from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import (
+        FullCudaGraphBackend as backend,
+    )
+
+    @contextlib.contextmanager
+    def capture_session(self, stream):
+        yield
+
+    def capture_one(self, shape_key, forward_fn, capture_inputs=None, post_warmup_hook=None):
+        for _ in range(2):  # the real backend's two warm-ups
+            self._tp_group.barrier()
+            forward_fn()
+            if post_warmup_hook is not None:
+                post_warmup_hook()
+        self._graphs[shape_key] = forward_fn
+        self._outputs[shape_key] = forward_fn()  # the capture run
+
+    def replay(self, shape_key, static_forward_batch, **kwargs):
+        return self._graphs[shape_key]()
+
+    patches = [
+        (backend, "capture_session", capture_session),
+        (backend, "capture_one", capture_one),
+        (backend, "replay", replay),
+        (loop, "get_or_create_global_graph_capture_stream", lambda: None),
+        (loop, "get_available_gpu_memory", lambda *args, **kwargs: 0.0),
+    ]
+    saved = []
+    for owner, name, value in patches:
+        if name not in vars(owner):
+            raise AssertionError(f"{owner.__name__} has no {name}: update replacements.py")
+        saved.append((owner, name, vars(owner)[name]))
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)

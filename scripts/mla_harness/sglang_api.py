@@ -140,7 +140,7 @@ class V0523:
             draft = module.TRTLLMMLAMultiStepDraftBackend(draft_runner, setup.topk, setup.steps)
             target = module.TRTLLMMLABackend(target_runner)
             draft_extend = module.TRTLLMMLABackend(draft_runner, skip_prefill=False)
-        return Backends(target_runner, draft, target, draft_extend)
+        return Backends(target_runner, draft, target, draft_extend, draft_runner)
 
     @staticmethod
     def configure(setup) -> None:

@@ -120,6 +120,7 @@ class Backends:
     draft: object  # TRTLLMMLAMultiStepDraftBackend (draft model, multi-step decode)
     target: object  # TRTLLMMLABackend (target model: verify)
     draft_extend: object  # TRTLLMMLABackend (draft model: draft extend)
+    draft_runner: object = None  # v0.5.23: the draft worker's runner (``runner``: the target's)
 
 
 def build_backends(setup: Setup, device: str, seed: int = 0) -> Backends:
