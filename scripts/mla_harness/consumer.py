@@ -48,6 +48,15 @@ def paged_mla_decode(q, kv_cache, block_table, kv_lens, page_size, v_dim=512):
     return torch.einsum("bqhk,bkd->bqhd", scores.softmax(-1), kv[..., :v_dim])
 
 
+def rel_err(got, ref) -> float:
+    """‖got - ref‖ / ‖ref‖, and infinity where that is not finite (a NaN in
+    ``got`` must fail a check, and ``max(worst, nan)`` would drop it)."""
+    import math
+
+    err = float(((got - ref).norm() / ref.norm()).item())
+    return err if math.isfinite(err) else math.inf
+
+
 class Check:
     """One setup's backends, a KV cache of random values, and seeded batches."""
 
@@ -135,7 +144,7 @@ class Check:
             ref = paged_mla_decode(q4, self.kv_cache, table, lens, s.page_size)
             for out in outs:
                 got = out.view(bs, driver.q_len, driver.heads, V_DIM)[:raw_bs]
-                worst = max(worst, ((got - ref).norm() / ref.norm()).item())
+                worst = max(worst, rel_err(got, ref))
                 compared += 1
         return {"mode": mode, "replays": replays, "compared": compared, "max_rel_err": worst}
 

@@ -220,6 +220,7 @@ class Ragged:
         import torch
 
         from .attention import V_DIM
+        from .consumer import rel_err
 
         want = self.expected(batch, verify_lens, q).double()
         live = want.shape[0]
@@ -227,7 +228,7 @@ class Ragged:
         for out in outs:
             out = out.view(q.shape[0], self.heads, V_DIM)
             got = out[:live].double()
-            worst = max(worst, ((got - want).norm() / want.norm()).item())
+            worst = max(worst, rel_err(got, want))
             padding_ok = bool(torch.isfinite(out[live:covered]).all())
             bad_tail += int(not (padding_ok and bool((out[covered:] == 0).all())))
         zero_rows = (q.shape[0] - covered) * len(outs)

@@ -63,36 +63,46 @@ construction (``install_construction_stand_ins``, ``unpinned_host_on_cpu``):
    fast-plan host buffers; pinning needs CUDA). The buffers keep their shapes
    and dtypes; the trtllm path never plans with them.
 
-``runner_check`` (GPU only) builds v0.5.23's real ``EAGLEDraftCudaGraphRunner``
-on the real draft backend; what it needs beyond the backends is replaced by
-(``draft_worker``, ``single_process_graph_capture``):
+``runner_check`` builds v0.5.23's real ``EAGLEDraftCudaGraphRunner`` and
+``EAGLEDraftExtendCudaGraphRunner`` on the real draft backends; what they need
+beyond the backends is replaced by (``draft_worker``,
+``single_process_graph_capture``, ``eager_graph_backend``):
 
-13. The draft model: the EAGLE worker's ``draft_forward``, which the runner's
-   ``run_once`` calls after the in-graph metadata step. The stand-in runs, per
+13. The draft model. The draft runner's ``run_once`` calls the worker's
+   ``draft_forward`` after the in-graph metadata step; the stand-in runs, per
    draft step but the last, one attention layer through the step backend's
    real ``forward_decode`` under its forward context (kernel: 7), then
    advances ``positions``, as ``draft_forward`` does around the draft model
-   (``eagle_worker_v2.py:808-849``); sampling and the model's layers are not
-   on the metadata path. The worker's other fields are the values the runner
-   reads (no DSA top-k seed).
+   (``eagle_worker_v2.py:808-849``). The real one calls ``ModelRunner.
+   forward`` per step, whose one metadata decision is to plan a batch not
+   marked ready; the runner marks its capture batch ready
+   (``eagle_draft_cuda_graph_runner.py:536``), so it plans nothing there
+   either. The draft-extend runner's ``run_once`` calls ``model.forward``
+   itself: the stand-in is one attention layer through the backend's real
+   ``forward_extend``, returning each request's rows. Sampling, logits and
+   the model's layers are not on the metadata path. The worker's and model
+   runner's other fields are the values the runners read (EAGLE, no DSA
+   top-k seed, no hot-token map, no LoRA, a logits buffer of zeros).
 14. The process groups of a one-process world: ``get_parallel().tp_group``
    (``FullCudaGraphBackend`` calls ``barrier()`` before each warm-up: a no-op
-   alone) and the runner module's ``graph_capture`` (for a world of one,
+   alone) and the capture loop's ``graph_capture`` (for a world of one,
    ``GroupCoordinator.graph_capture`` waits for the current stream and enters
    the capture stream; it has no communicator to set up). Everything
    captured and replayed runs on that stream, as in a server.
-16. On CPU only (a smoke run of the same check in CI): CUDA graphs.
-   ``FullCudaGraphBackend`` keeps its warm-ups and records ``run_once`` in
-   place of a graph; a replay re-runs it, as ``--debug-cuda-graph``'s
-   breakable backend does. So a replay is the recorded metadata step and
-   forward over the runner's buffers, and what the host call before it did;
-   real graphs (what a replay does not re-run) are the GPU run's. The
-   capture stream and the free-memory probe of the capture loop are the
-   host's (none, 0).
 15. The model runner's one-time kernel warm-up (``BaseRunner._warmup``, run
    once per process before the first capture: all-reduce workspaces and
    FlashInfer autotune of the model's kernels): marked done
    (``_kernel_warmed_up``); there is no model and no communicator here.
+16. On CPU only (the same check in CI): CUDA graphs. ``FullCudaGraphBackend``'s
+   ``capture_session``, ``capture_one`` and ``replay`` are replaced: capture
+   runs ``run_once`` twice as warm-ups (with the barrier and the post-warm-up
+   hook, as the real one) and once more in place of the graph, and records
+   it; a replay re-runs it, as ``--debug-cuda-graph``'s breakable backend
+   does. So a replay is the recorded metadata step and forward over the
+   runner's buffers, after what the host call before it did; what a real
+   graph freezes at capture (tensor addresses, Python state the forward
+   reads) is the GPU run's to show. The capture stream and the free-memory
+   probe of the capture loop are the host's (none, 0).
 """
 
 from __future__ import annotations
@@ -360,16 +370,18 @@ def single_process_graph_capture():
         module.graph_capture = real
 
 
-def draft_worker(draft_runner, draft_backend, setup, draft_forward):
-    """Replacements 13 and 15: the EAGLE draft worker the runner is built on
+def draft_worker(backends, setup, draft_forward, model_forward):
+    """Replacements 13 and 15: the EAGLE draft worker the runners are built on
     (``EagleDraftWorker``: ``draft_runner``, no ``model_runner``) and the
-    model-runner fields the runner reads beyond the backends'."""
+    model-runner fields they read beyond the backends'. ``draft_forward``:
+    the worker's multi-step draft; ``model_forward``: the draft model's
+    forward the draft-extend runner calls."""
     import torch
     from sglang.srt.configs.shared_experts import SharedExpertsConfig
     from sglang.srt.runtime_context import get_server_args
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    runner = draft_runner
+    runner = backends.draft_runner
     runner.server_args = get_server_args()  # the published one (``V0523.configure``)
     runner.model_config = SimpleNamespace(
         **vars(runner.model_config),
@@ -377,21 +389,30 @@ def draft_worker(draft_runner, draft_backend, setup, draft_forward):
         spec_hidden_size=64,
         dtype=torch.bfloat16,
         model_is_mrope=False,
+        hf_config=SimpleNamespace(),
     )
     runner.spec_algorithm = SpeculativeAlgorithm.EAGLE
-    runner.draft_attn_backend = draft_backend
+    runner.draft_attn_backend = backends.draft
     runner.device_timer = None
     runner.gpu_id = 0
     runner.canary_manager = None
+    runner.shared_read_done_event = None
+    runner.graph_shared_output = SimpleNamespace(
+        get_logits_buffer=lambda vocab_size, rows: torch.zeros(
+            rows, vocab_size, dtype=torch.float32, device=runner.device
+        )
+    )
     runner.model = SimpleNamespace(
-        forward=Unusable("the draft model's forward"),
-        shared_experts_config=SharedExpertsConfig(),
+        forward=model_forward, shared_experts_config=SharedExpertsConfig()
     )
     runner._kernel_warmed_up = True  # 15
     return SimpleNamespace(
         draft_runner=runner,
         draft_forward=draft_forward,
+        draft_extend_attn_backend=backends.draft_extend,
+        speculative_algorithm=runner.spec_algorithm,
         speculative_num_steps=setup.steps,
+        hot_token_id=None,
         dsa_seed_topk_width=0,
         seed_dsa_topk_from_draft_extend=False,
     )

@@ -1,12 +1,14 @@
-"""v0.5.23's real EAGLE draft CUDA-graph runner, driving each tree's backend.
+"""v0.5.23's real EAGLE CUDA-graph runners, driving each tree's backends.
 
-``mla_harness.runner_check`` builds ``EAGLEDraftCudaGraphRunner`` itself (its
-``__init__`` captures through its parent's capture loop and the real
-``FullCudaGraphBackend``) on the real multi-step draft backend, and replays
-it with its own ``execute`` on new random batches, some padded to a larger
-captured size. Every draft step's attention output must equal a reference
-paged MLA decode on lengths and a table from ``req_to_token`` alone; a graph
-replayed without ``execute`` must not (the check sees stale metadata).
+``mla_harness.runner_check`` builds ``EAGLEDraftCudaGraphRunner`` and
+``EAGLEDraftExtendCudaGraphRunner`` themselves (each ``__init__`` captures
+through the decode runner's capture loop and the real ``FullCudaGraphBackend``)
+on the real multi-step draft and draft extend backends, and replays them with
+their own ``execute`` on new random batches, some padded to a larger captured
+size, a draft then a draft extend per iteration. Every attention layer's
+output must equal a reference paged MLA decode on lengths and a table from
+``req_to_token`` alone; a graph replayed without ``execute`` must not (the
+check sees stale metadata).
 
 On the GPU the graphs are real ``torch.cuda.CUDAGraph``s. On CPU the graph
 backend re-runs what it recorded (replacement 16), as ``--debug-cuda-graph``'s
@@ -28,7 +30,10 @@ from sglpatch.errors import UserError
 
 pytestmark = pytest.mark.base("v0.5.23")
 
-SETUPS = (3, 4)  # runner_check's setups: draft steps of each
+RUNNERS = {  # runner -> attention layers per forward, per runner_check setup
+    "EAGLEDraftCudaGraphRunner": (2, 3),  # one per draft step but the last
+    "EAGLEDraftExtendCudaGraphRunner": (1, 1),
+}
 CPU_REPLAYS = 12
 EAGER_RERUN = "v0.5.23 re-run eagerly reads the metadata of the batch size captured last"
 
@@ -52,21 +57,24 @@ def runner23(trees23, device, request):
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
-def test_real_draft_runner_equals_reference(runner23, tree, device, request):
+def test_real_eagle_runners_equal_reference(runner23, tree, device, request):
     if tree == "base" and device == "cpu":
         request.applymarker(pytest.mark.xfail(strict=True, reason=EAGER_RERUN))
     replays, results = runner23
     report, error = results[tree]
     assert error is None, error
     print(json.dumps(report))
-    assert [r["setup"] for r in report] == list(range(len(SETUPS)))
-    for r, steps in zip(report, SETUPS, strict=True):
-        assert r["runner"] == "EAGLEDraftCudaGraphRunner"
+    assert sorted((r["setup"], r["runner"]) for r in report) == sorted(
+        (setup, name) for name in RUNNERS for setup in range(2)
+    )
+    for r in report:
         assert r["replays"] == replays
-        assert r["compared"] == replays * (steps - 1)  # every draft step's layer
+        assert r["layers"] == RUNNERS[r["runner"]][r["setup"]]
+        assert r["compared"] == replays * r["layers"]  # every layer of every replay
         assert r["max_rel_err"] < 1e-9, r  # float64 reference: only rounding
         assert r["stale_rel_err"] > 0.1, r  # the control: stale metadata shows
-    assert sum(r["padded"] for r in report) > 0  # some replays were padded
+    for name in RUNNERS:  # some replays of each runner were padded
+        assert sum(r["padded"] for r in report if r["runner"] == name) > 0, name
 
 
 def test_base_eager_rerun_reads_the_last_captured_size(runner23, device):
