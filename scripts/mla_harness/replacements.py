@@ -63,12 +63,13 @@ construction (``install_construction_stand_ins``, ``unpinned_host_on_cpu``):
    fast-plan host buffers; pinning needs CUDA). The buffers keep their shapes
    and dtypes; the trtllm path never plans with them.
 
-``runner_check`` builds v0.5.23's real ``EAGLEDraftCudaGraphRunner`` and
-``EAGLEDraftExtendCudaGraphRunner`` on the real draft backends; what they need
-beyond the backends is replaced by (``draft_worker``,
-``single_process_graph_capture``, ``eager_graph_backend``):
+``runner_check`` builds v0.5.23's real ``DecodeCudaGraphRunner`` (target
+verify), ``EAGLEDraftCudaGraphRunner`` and ``EAGLEDraftExtendCudaGraphRunner``
+on the real backends; what they need beyond the backends is replaced by
+(``target_runner_fields``, ``draft_worker``, ``single_process_graph_capture``,
+``eager_graph_backend``):
 
-13. The draft model. The draft runner's ``run_once`` calls the worker's
+13. The models. The draft runner's ``run_once`` calls the worker's
    ``draft_forward`` after the in-graph metadata step; the stand-in runs, per
    draft step but the last, one attention layer through the step backend's
    real ``forward_decode`` under its forward context (kernel: 7), then
@@ -77,12 +78,17 @@ beyond the backends is replaced by (``draft_worker``,
    forward`` per step, whose one metadata decision is to plan a batch not
    marked ready; the runner marks its capture batch ready
    (``eagle_draft_cuda_graph_runner.py:536``), so it plans nothing there
-   either. The draft-extend runner's ``run_once`` calls ``model.forward``
-   itself: the stand-in is one attention layer through the backend's real
-   ``forward_extend``, returning each request's rows. Sampling, logits and
-   the model's layers are not on the metadata path. The worker's and model
-   runner's other fields are the values the runners read (EAGLE, no DSA
-   top-k seed, no hot-token map, no LoRA, a logits buffer of zeros).
+   either. The decode and draft-extend runners' ``run_once`` call the
+   model's ``forward`` themselves: the stand-in is one attention layer
+   through the backend's real ``forward_extend``, returning its rows (the
+   decode runner's as ``LogitsProcessorOutput``). Sampling, logits and the
+   models' layers are not on the metadata path. The workers' and model
+   runners' other fields are the values the runners read for EAGLE on a
+   DeepSeek-V3 architecture (no DSA top-k seed, hot-token map, LoRA, PP
+   proxies, n-gram embedding, hisparse, capture hooks or canary; a logits
+   buffer of zeros; ``decode_num_tokens_per_req`` as ``ModelRunner``'s for
+   EAGLE, ``model_runner.py:876-895``, which cannot be imported without the
+   server's packages).
 14. The process groups of a one-process world: ``get_parallel().tp_group``
    (``FullCudaGraphBackend`` calls ``barrier()`` before each warm-up: a no-op
    alone) and the capture loop's ``graph_capture`` (for a world of one,
@@ -102,7 +108,13 @@ beyond the backends is replaced by (``draft_worker``,
    runner's buffers, after what the host call before it did; what a real
    graph freezes at capture (tensor addresses, Python state the forward
    reads) is the GPU run's to show. The capture stream and the free-memory
-   probe of the capture loop are the host's (none, 0).
+   probe of the capture loop are the host's (none, 0), and the host never
+   captures a stream (``torch.cpu.is_current_stream_capturing``: False, so
+   the decode runner plants no in-graph shared-read marker and publishes a
+   read-done event after the replay instead, its own fallback). With
+   ``--freeze-metadata``, each re-run first gives the backends back the
+   ``forward_decode_metadata`` they held when that graph was captured, the
+   object whose tensors a real graph's kernels read.
 """
 
 from __future__ import annotations
@@ -370,6 +382,64 @@ def single_process_graph_capture():
         module.graph_capture = real
 
 
+def target_runner_fields(backends, model_forward) -> None:
+    """Replacements 13 and 15 for the target worker's model runner, which the
+    decode runner is built on (``ModelRunner``'s fields the runner reads
+    beyond the backends')."""
+    import torch
+    from sglang.srt.configs.shared_experts import SharedExpertsConfig
+    from sglang.srt.runtime_context import get_server_args
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.spec_utils import resolve_num_tokens_per_req
+
+    runner = backends.runner
+    runner.server_args = get_server_args()
+    hf_config = SimpleNamespace(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3")
+    runner.model_config = SimpleNamespace(
+        **vars(runner.model_config),
+        vocab_size=1024,
+        hidden_size=64,
+        dtype=torch.bfloat16,
+        model_is_mrope=False,
+        is_encoder_decoder=False,
+        hf_config=hf_config,
+        hf_text_config=hf_config,
+    )
+    runner.spec_algorithm = SpeculativeAlgorithm.EAGLE
+    runner.attn_backend = backends.target
+    # ModelRunner.decode_num_tokens_per_req for EAGLE (model_runner.py:876-895;
+    # importing model_runner needs the server's packages).
+    runner.decode_num_tokens_per_req = lambda num_draft_tokens=None: resolve_num_tokens_per_req(
+        phase="target_verify",
+        spec_algorithm=runner.spec_algorithm,
+        is_draft_worker=runner.is_draft_worker,
+        num_draft_tokens=num_draft_tokens,
+    )
+    runner.device_timer = None
+    runner.gpu_id = 0
+    runner.canary_manager = None
+    runner.shared_read_done_event = None
+    runner.lora_manager = None
+    runner.hisparse_coordinator = None
+    runner.capture_head_hooks = []
+    runner.capture_tail_hooks = []
+    runner.ngram_embedding_manager = SimpleNamespace(enabled=False)
+    runner.attn_tp_sequence_sharded = lambda num_tokens: False
+    runner.get_pp_proxy_topk_size = lambda: None
+    runner.get_pp_proxy_residual_num_blocks = lambda: None
+    runner.get_pp_proxy_dspark_hidden_size = lambda: None
+    runner.get_aux_hidden_states_width = lambda: None
+    runner.graph_shared_output = SimpleNamespace(
+        get_logits_buffer=lambda vocab_size, rows: torch.zeros(
+            rows, vocab_size, dtype=torch.float32, device=runner.device
+        )
+    )
+    runner.model = SimpleNamespace(
+        forward=model_forward, shared_experts_config=SharedExpertsConfig()
+    )
+    runner._kernel_warmed_up = True  # 15
+
+
 def draft_worker(backends, setup, draft_forward, model_forward):
     """Replacements 13 and 15: the EAGLE draft worker the runners are built on
     (``EagleDraftWorker``: ``draft_runner``, no ``model_runner``) and the
@@ -418,11 +488,15 @@ def draft_worker(backends, setup, draft_forward, model_forward):
     )
 
 
+_ABSENT = object()
+
+
 @contextlib.contextmanager
-def eager_graph_backend():
+def eager_graph_backend(freeze: tuple = ()):
     """Replacement 16 (CPU only): ``FullCudaGraphBackend`` records ``run_once``
     and a replay re-runs it; the capture loop's stream and memory probe are the
-    host's."""
+    host's. ``freeze``: attention backends whose ``forward_decode_metadata``
+    each re-run first gets back as it was when that graph was captured."""
     from sglang.srt.model_executor.runner import decode_cuda_graph_runner as loop
     from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import (
         FullCudaGraphBackend as backend,
@@ -438,13 +512,21 @@ def eager_graph_backend():
             forward_fn()
             if post_warmup_hook is not None:
                 post_warmup_hook()
-        self._graphs[shape_key] = forward_fn
         self._outputs[shape_key] = forward_fn()  # the capture run
+        held = [(b, b.forward_decode_metadata) for b in freeze]
+        self._graphs[shape_key] = (forward_fn, held)
 
     def replay(self, shape_key, static_forward_batch, **kwargs):
-        return self._graphs[shape_key]()
+        forward_fn, held = self._graphs[shape_key]
+        for b, metadata in held:
+            b.forward_decode_metadata = metadata
+        return forward_fn()
+
+    import torch
 
     patches = [
+        # The host never captures a stream: the in-graph marker is not planted.
+        (torch.cpu, "is_current_stream_capturing", lambda: False),
         (backend, "capture_session", capture_session),
         (backend, "capture_one", capture_one),
         (backend, "replay", replay),
@@ -453,12 +535,15 @@ def eager_graph_backend():
     ]
     saved = []
     for owner, name, value in patches:
-        if name not in vars(owner):
+        if name not in vars(owner) and owner is not torch.cpu:
             raise AssertionError(f"{owner.__name__} has no {name}: update replacements.py")
-        saved.append((owner, name, vars(owner)[name]))
+        saved.append((owner, name, vars(owner).get(name, _ABSENT)))
         setattr(owner, name, value)
     try:
         yield
     finally:
         for owner, name, value in saved:
-            setattr(owner, name, value)
+            if value is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)

@@ -1,27 +1,32 @@
 """v0.5.23's real EAGLE CUDA-graph runners over the real backends.
 
-``EAGLEDraftCudaGraphRunner`` (``speculative/eagle_draft_cuda_graph_runner.py``)
-and ``EAGLEDraftExtendCudaGraphRunner`` (``eagle_draft_extend_cuda_graph_runner
-.py``) are built, unmodified, on the multi-step draft backend and the draft
-extend backend, as the EAGLE worker builds them (``eagle_worker_v2.py:519``):
-each ``__init__`` sizes its buffers (shared by name and size between the two,
-``input_buffers.py``), calls ``init_cuda_graph_state`` and captures a graph per
-batch size through the decode runner's capture loop and ``FullCudaGraphBackend``
-(real on a GPU; on CPU replacement 16 re-runs what it recorded): the capture
-batch over its buffers, ``init_forward_metadata_out_graph(in_capture=True)``,
-then ``run_once`` recorded (``init_forward_metadata_in_graph`` and the draft
-model's forward). Each replay is the runner's own ``execute``
-(``eagle_worker_v2.py:695``, and the draft extend's): it copies the batch into
-its buffers, pads to a captured size, makes the out-of-graph call and replays.
-Every EAGLE iteration here replays the draft, then the draft extend, with new
-random batches. What each attention layer returned for the batch's requests
-is compared with a reference paged MLA decode on lengths and a block table
-built from ``req_to_token`` alone (``consumer.Check.oracle``; a non-finite
-output counts as infinitely wrong). At every captured size, a graph replayed
-without ``execute`` must differ from the new batch's reference (the control:
-stale metadata shows).
+The three graph runners of an EAGLE iteration are built, unmodified, on the
+real backends, as the workers build them: ``DecodeCudaGraphRunner``
+(``model_executor/runner/decode_cuda_graph_runner.py``) on the target backend,
+in TARGET_VERIFY (the target model runner's ``decode_cuda_graph_runner``),
+then ``EAGLEDraftCudaGraphRunner`` on the multi-step draft backend and
+``EAGLEDraftExtendCudaGraphRunner`` on the draft extend backend
+(``eagle_worker_v2.py:519``). Each ``__init__`` sizes its buffers (shared by
+name and size across runners, ``input_buffers.py``), calls
+``init_cuda_graph_state`` and captures a graph per batch size through the
+decode runner's capture loop and ``FullCudaGraphBackend`` (real on a GPU; on
+CPU replacement 16 re-runs what it recorded): the capture batch over its
+buffers, ``init_forward_metadata_out_graph(in_capture=True)``, then
+``run_once`` recorded (``init_forward_metadata_in_graph``, the shared-read
+marker for verify, and the model's forward). Each replay is the runner's own
+``execute`` (verify: every other one after ``load_batch`` and the batch
+marked ready, as ``eagle_prepare_for_verify`` plans it, ``eagle_utils.py:
+398-409``): it copies the batch into its buffers, pads to a captured size,
+makes the out-of-graph call and replays. Every EAGLE iteration here replays
+the draft, verify, then the draft extend, each with a new random batch. What
+each attention layer returned for the batch's requests is compared with a
+reference paged MLA decode on lengths (verify: + the draft tokens) and a
+block table built from ``req_to_token`` alone (``consumer.Check.oracle``; a
+non-finite output counts as infinitely wrong). At every captured size, a
+graph replayed without ``execute`` must differ from the new batch's reference
+(the control: stale metadata shows).
 
-Replaced (``replacements.py`` 13-16): the draft model (one attention layer per
+Replaced (``replacements.py`` 13-16): the models (one attention layer per
 forward through the backend's real forward, the kernel being
 ``attention.kernel_sink``'s reference, replacement 7); the TP group and
 ``graph_capture`` of a one-process world; the model runner's one-time kernel
@@ -42,6 +47,7 @@ from . import child
 
 DRAFT = "sglang.srt.speculative.eagle_draft_cuda_graph_runner"
 DRAFT_EXTEND = "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner"
+DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 
 
 def server_args(capture_bs):
@@ -65,8 +71,8 @@ class Runner:
     attention calls per forward (one per draft step, or one)."""
 
     name = ""
-
     module = ""  # the runner class's module
+    verify = False  # the reference's KV length: seq_lens (+ the draft tokens: verify)
 
     def __init__(self, env, backends: list, width: int):
         import torch
@@ -79,6 +85,7 @@ class Runner:
             s.max_bs * width, env.heads * KV_DIM, dtype=torch.bfloat16, device=env.device
         )
         self.runner = None
+        self.path = "execute"  # how the last replay was made
 
     def build(self, worker) -> None:
         """The real runner, on ``worker``: its ``__init__`` captures."""
@@ -102,7 +109,7 @@ class Runner:
         from .consumer import paged_mla_decode
 
         env = self.env
-        lens, table = env.check.oracle(batch, 0)
+        lens, table = env.check.oracle(batch, env.setup.draft_tokens if self.verify else 0)
         q4 = self.query[: bs * self.width].view(bs, self.width, env.heads, KV_DIM)
         return paged_mla_decode(q4, env.check.kv_cache, table, lens, env.setup.page_size)
 
@@ -120,7 +127,9 @@ class Runner:
 
         batch, fb = self.batch(bs)
         self.query.copy_(torch.randn(self.query.shape, device=self.env.device))
-        out = self.runner._replay_graph(self.runner._make_graph_key(bs), fb)
+        runner = self.runner  # as its execute replays, less the refill before
+        with runner.model_context():
+            out = runner.backend.replay(runner._make_graph_key(bs), fb)
         return batch, self.outputs(out, bs)
 
 
@@ -237,10 +246,109 @@ class DraftExtendRunner(Runner):
         return batch, self.outputs(self.runner.execute(fb, select_index), raw_bs)
 
 
+class VerifyRunner(Runner):
+    """``DecodeCudaGraphRunner`` of the target worker: TARGET_VERIFY (EAGLE),
+    every request at ``num_draft_tokens``. Replayed as the EAGLE worker does
+    when it plans verify ahead (``eagle_utils.py:398-409``: ``load_batch``,
+    the batch marked ready, then ``execute``) or not (``execute`` alone),
+    alternately."""
+
+    name, module = "DecodeCudaGraphRunner", DECODE
+    verify = True
+
+    def __init__(self, env):
+        super().__init__(env, [env.backends.target], env.setup.draft_tokens)
+
+    def build(self, worker) -> None:
+        cls = getattr(__import__(self.module, fromlist=["x"]), self.name)
+        self.runner = cls(self.env.backends.runner)
+
+    def model_forward(self, input_ids, positions, forward_batch, **kwargs):
+        """Replacement 13: the target model's forward, one attention layer."""
+        from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+
+        out = self.attend(self.backends[0], forward_batch)
+        return LogitsProcessorOutput(next_token_logits=out, hidden_states=out)
+
+    def outputs(self, out, bs: int) -> list:
+        from .attention import V_DIM
+
+        tokens = out.hidden_states[: bs * self.width]
+        return [tokens.view(bs, self.width, self.env.heads, V_DIM)]
+
+    def batch(self, raw_bs: int):
+        """A verify batch as ``eagle_prepare_for_verify`` builds it: a
+        ``ForwardBatch`` of ``num_draft_tokens`` tokens per request."""
+        import torch
+        from sglang.srt.model_executor.forward_batch_info import (
+            CaptureHiddenMode,
+            ForwardBatch,
+            ForwardMode,
+        )
+        from sglang.srt.speculative.eagle_info import EagleVerifyInput
+
+        env, w = self.env, self.width
+        batch, base = env.base_batch(raw_bs, ForwardMode.TARGET_VERIFY)
+        tokens = raw_bs * w
+        dev = env.device
+        spec_info = EagleVerifyInput(
+            draft_token=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            custom_mask=None,
+            positions=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            retrieve_index=None,
+            retrieve_next_token=None,
+            retrieve_next_sibling=None,
+            retrieve_cum_len=None,
+            spec_steps=env.setup.steps,
+            topk=env.setup.topk,
+            draft_token_num=w,
+            capture_hidden_mode=CaptureHiddenMode.FULL,
+            seq_lens_sum=base.seq_lens_sum,
+            seq_lens_cpu=base.seq_lens_cpu,
+        )
+        fb = ForwardBatch(
+            forward_mode=ForwardMode.TARGET_VERIFY,
+            batch_size=raw_bs,
+            input_ids=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            req_pool_indices=base.req_pool_indices,
+            seq_lens=base.seq_lens,
+            seq_lens_cpu=base.seq_lens_cpu,
+            orig_seq_lens=base.seq_lens,
+            out_cache_loc=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            seq_lens_sum=base.seq_lens_sum,
+            positions=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            return_logprob=False,
+            spec_algorithm=env.backends.runner.spec_algorithm,
+            spec_info=spec_info,
+            capture_hidden_mode=CaptureHiddenMode.FULL,
+            can_run_decode_cuda_graph=True,
+        )
+        return batch, fb
+
+    def replay(self, raw_bs: int):
+        batch, fb = self.batch(raw_bs)
+        assert self.runner.can_run_graph(fb), raw_bs
+        if self.path == "execute":  # eagle_prepare_for_verify, every other one
+            self.path = "load_batch, execute"
+            self.runner.load_batch(fb)
+            fb.mark_forward_metadata_ready()
+        else:
+            self.path = "execute"
+        return batch, self.outputs(self.runner.execute(fb), raw_bs)
+
+
 class RunnerCheck:
     """One setup: the real backends, and the real runners built on them."""
 
-    def __init__(self, setup, capture_bs, device: str, seed: int, stack: contextlib.ExitStack):
+    def __init__(
+        self,
+        setup,
+        capture_bs,
+        device: str,
+        seed: int,
+        stack: contextlib.ExitStack,
+        freeze: bool = False,
+    ):
         from . import attention, replacements, sglang_api
         from .consumer import Check, paged_mla_decode
 
@@ -249,7 +357,11 @@ class RunnerCheck:
         self.backends = self.check.backends
         self.heads = setup.model.q_heads
         page = setup.page_size
-        all_backends = [*self.backends.draft.attn_backends, self.backends.draft_extend]
+        all_backends = [
+            *self.backends.draft.attn_backends,
+            self.backends.target,
+            self.backends.draft_extend,
+        ]
         pool = attention.KVPool(self.check.kv_cache.view(-1, 1, attention.KV_DIM))
         sglang_api.current().attach_kv_pool(all_backends, pool)
 
@@ -261,14 +373,16 @@ class RunnerCheck:
                 stack.enter_context(attention.kernel_sink(backend, consume))
         stack.enter_context(replacements.single_process_graph_capture())
         if not device.startswith("cuda"):
-            stack.enter_context(replacements.eager_graph_backend())
+            frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
+            stack.enter_context(replacements.eager_graph_backend(frozen))
         stack.enter_context(server_args(capture_bs))
-        draft, extend = DraftRunner(self), DraftExtendRunner(self)
+        draft, verify, extend = DraftRunner(self), VerifyRunner(self), DraftExtendRunner(self)
+        replacements.target_runner_fields(self.backends, verify.model_forward)
         worker = replacements.draft_worker(
             self.backends, setup, draft.draft_forward, extend.model_forward
         )
-        self.runners = [draft, extend]
-        for runner in self.runners:  # the worker's order
+        self.runners = [draft, verify, extend]  # an EAGLE iteration's order
+        for runner in (verify, draft, extend):  # the order the workers build them
             runner.build(worker)
         self.capture_bs = list(draft.runner.capture_bs)
 
@@ -305,7 +419,9 @@ class RunnerCheck:
         from .consumer import rel_err
 
         rng = self.check.rng
-        stats = {r.name: {"worst": 0.0, "compared": 0, "padded": 0} for r in self.runners}
+        stats = {
+            r.name: {"worst": 0.0, "compared": 0, "padded": 0, "paths": {}} for r in self.runners
+        }
         for _ in range(replays):  # one EAGLE iteration: draft, then draft extend
             for r in self.runners:
                 raw_bs = rng.randint(1, self.setup.max_bs)
@@ -314,6 +430,7 @@ class RunnerCheck:
                 ref = r.reference(batch, raw_bs)
                 st = stats[r.name]
                 st["padded"] += r.runner.bs != raw_bs
+                st["paths"][r.path] = st["paths"].get(r.path, 0) + 1
                 for got in outs:
                     st["worst"] = max(st["worst"], rel_err(got, ref))
                     st["compared"] += 1
@@ -336,6 +453,7 @@ class RunnerCheck:
                     "layers": len(r.backends),
                     "replays": replays,
                     "padded": st["padded"],
+                    "paths": st["paths"],
                     "compared": st["compared"],
                     "max_rel_err": st["worst"],
                     "stale_rel_err": stale,
@@ -353,6 +471,11 @@ SETUPS = (  # (Setup kwargs, captured batch sizes)
 def main(argv=None) -> int:
     parser = child.parser(__doc__, device="cuda")
     parser.add_argument("--replays", type=int, default=200)
+    parser.add_argument(
+        "--freeze-metadata",
+        action="store_true",
+        help="CPU: each re-run of a graph first restores the metadata objects it was captured with",
+    )
     args = parser.parse_args(argv)
     child.enter(args)
     from . import replacements
@@ -368,7 +491,14 @@ def main(argv=None) -> int:
     for i, (kwargs, capture_bs) in enumerate(SETUPS):
         with contextlib.ExitStack() as stack:
             stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
-            check = RunnerCheck(Setup(**kwargs, model=model), capture_bs, args.device, i, stack)
+            check = RunnerCheck(
+                Setup(**kwargs, model=model),
+                capture_bs,
+                args.device,
+                i,
+                stack,
+                freeze=args.freeze_metadata,
+            )
             report.extend({"setup": i, **r} for r in check.run(args.replays))
     print(json.dumps(report))
     return 0

@@ -1,13 +1,15 @@
 """v0.5.23's real EAGLE CUDA-graph runners, driving each tree's backends.
 
-``mla_harness.runner_check`` builds ``EAGLEDraftCudaGraphRunner`` and
-``EAGLEDraftExtendCudaGraphRunner`` themselves (each ``__init__`` captures
-through the decode runner's capture loop and the real ``FullCudaGraphBackend``)
-on the real multi-step draft and draft extend backends, and replays them with
-their own ``execute`` on new random batches, some padded to a larger captured
-size, a draft then a draft extend per iteration. Every attention layer's
-output must equal a reference paged MLA decode on lengths and a table from
-``req_to_token`` alone; a graph replayed without ``execute`` must not (the
+``mla_harness.runner_check`` builds ``DecodeCudaGraphRunner`` (target
+verify), ``EAGLEDraftCudaGraphRunner`` and ``EAGLEDraftExtendCudaGraphRunner``
+themselves (each ``__init__`` captures through the decode runner's capture
+loop and ``FullCudaGraphBackend``) on the real target, multi-step draft and
+draft extend backends, and replays them with their own ``execute`` (verify
+also pre-planned: ``load_batch`` first) on new random batches, some padded to
+a larger captured size: a draft, a verify and a draft extend per iteration.
+Every attention layer's output must equal a reference paged MLA decode on
+lengths and a table from ``req_to_token`` alone (a non-finite output fails);
+at every captured size, a graph replayed without ``execute`` must not (the
 check sees stale metadata).
 
 On the GPU the graphs are real ``torch.cuda.CUDAGraph``s. On CPU the graph
@@ -15,7 +17,9 @@ backend re-runs what it recorded (replacement 16), as ``--debug-cuda-graph``'s
 breakable backend replays: v0.5.23 then reads the metadata of the batch size
 captured last (patches/v0.5.23 0003's message says so; its in-graph step
 points the forward at the replayed size's), so the base half is a strict
-xfail on CPU only.
+xfail on CPU only. Both trees also run on CPU with each re-run first given
+back the metadata objects its graph was captured with (``frozen``), as a real
+graph's kernels read them: both must pass.
 """
 
 from __future__ import annotations
@@ -32,16 +36,30 @@ pytestmark = pytest.mark.base("v0.5.23")
 
 RUNNERS = {  # runner -> attention layers per forward, per runner_check setup
     "EAGLEDraftCudaGraphRunner": (2, 3),  # one per draft step but the last
+    "DecodeCudaGraphRunner": (1, 1),  # target verify
     "EAGLEDraftExtendCudaGraphRunner": (1, 1),
 }
+VERIFY_PATHS = {"execute", "load_batch, execute"}  # planned ahead or not
 CPU_REPLAYS = 12
 EAGER_RERUN = "v0.5.23 re-run eagerly reads the metadata of the batch size captured last"
 
 
-def _run(tree, device: str, replays: int):
+MODES = {  # how a graph is replayed -> runner_check's flags
+    "replay": [],  # GPU: real CUDA graphs; CPU: the recorded run_once re-run
+    "frozen": ["--freeze-metadata"],  # CPU: ... with the metadata objects of its capture
+}
+
+
+def _run(tree, device: str, replays: int, flags: list):
     try:
         out = child.run(
-            "mla_harness.runner_check", tree, device, "--replays", str(replays), timeout=1800
+            "mla_harness.runner_check",
+            tree,
+            device,
+            "--replays",
+            str(replays),
+            *flags,
+            timeout=1800,
         )
     except UserError as error:
         return None, str(error)
@@ -51,17 +69,25 @@ def _run(tree, device: str, replays: int):
 @pytest.fixture(scope="module")
 def runner23(trees23, device, request):
     replays = request.config.getoption("--graph-replays") if device == "cuda" else CPU_REPLAYS
+    modes = ["replay"] if device == "cuda" else list(MODES)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_run, path, device, replays) for name, path in trees23.items()}
-        return replays, {name: future.result() for name, future in futures.items()}
+        futures = {
+            (mode, name): pool.submit(_run, path, device, replays, MODES[mode])
+            for mode in modes
+            for name, path in trees23.items()
+        }
+        return replays, {key: future.result() for key, future in futures.items()}
 
 
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("tree", ["base", "patched"])
-def test_real_eagle_runners_equal_reference(runner23, tree, device, request):
-    if tree == "base" and device == "cpu":
+def test_real_eagle_runners_equal_reference(runner23, tree, mode, device, request):
+    if mode == "frozen" and device == "cuda":
+        pytest.skip("a real CUDA graph keeps the metadata it was captured with")
+    if (tree, mode, device) == ("base", "replay", "cpu"):
         request.applymarker(pytest.mark.xfail(strict=True, reason=EAGER_RERUN))
     replays, results = runner23
-    report, error = results[tree]
+    report, error = results[mode, tree]
     assert error is None, error
     print(json.dumps(report))
     assert sorted((r["setup"], r["runner"]) for r in report) == sorted(
@@ -73,6 +99,8 @@ def test_real_eagle_runners_equal_reference(runner23, tree, device, request):
         assert r["compared"] == replays * r["layers"]  # every layer of every replay
         assert r["max_rel_err"] < 1e-9, r  # float64 reference: only rounding
         assert r["stale_rel_err"] > 0.1, r  # the control: stale metadata shows
+        if r["runner"] == "DecodeCudaGraphRunner":
+            assert set(r["paths"]) == VERIFY_PATHS, r
     for name in RUNNERS:  # some replays of each runner were padded
         assert sum(r["padded"] for r in report if r["runner"] == name) > 0, name
 
@@ -80,10 +108,11 @@ def test_real_eagle_runners_equal_reference(runner23, tree, device, request):
 def test_base_eager_rerun_reads_the_last_captured_size(runner23, device):
     """What the CPU xfail above stands on: v0.5.23's eager re-run fails in the
     reference kernel, handed a block table of fewer rows than the query (the
-    size captured last, 1, under a larger replayed size)."""
+    size captured last, 1, under a larger replayed size); with the metadata
+    of each graph's capture restored (``frozen``) it passes."""
     if device != "cpu":
         pytest.skip("CUDA graphs keep the captured metadata: no eager re-run")
     _, results = runner23
-    report, error = results["base"]
+    report, error = results["replay", "base"]
     assert report is None
     assert "einsum(): subscript d has size" in error, error
