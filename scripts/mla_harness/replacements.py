@@ -382,7 +382,7 @@ def single_process_graph_capture():
         module.graph_capture = real
 
 
-def target_runner_fields(backends, model_forward) -> None:
+def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
     """Replacements 13 and 15 for the target worker's model runner, which the
     decode runner is built on (``ModelRunner``'s fields the runner reads
     beyond the backends')."""
@@ -405,16 +405,22 @@ def target_runner_fields(backends, model_forward) -> None:
         hf_config=hf_config,
         hf_text_config=hf_config,
     )
-    runner.spec_algorithm = SpeculativeAlgorithm.EAGLE
+    runner.spec_algorithm = SpeculativeAlgorithm.EAGLE if eagle else SpeculativeAlgorithm.NONE
     runner.attn_backend = backends.target
-    # ModelRunner.decode_num_tokens_per_req for EAGLE (model_runner.py:876-895;
-    # importing model_runner needs the server's packages).
-    runner.decode_num_tokens_per_req = lambda num_draft_tokens=None: resolve_num_tokens_per_req(
-        phase="target_verify",
-        spec_algorithm=runner.spec_algorithm,
-        is_draft_worker=runner.is_draft_worker,
-        num_draft_tokens=num_draft_tokens,
-    )
+
+    # ModelRunner.decode_num_tokens_per_req (model_runner.py:876-897, no DSpark,
+    # no dLLM; importing model_runner needs the server's packages).
+    def decode_num_tokens_per_req(num_draft_tokens=None):
+        if not runner.spec_algorithm.is_speculative():
+            return 1
+        return resolve_num_tokens_per_req(
+            phase="target_verify",
+            spec_algorithm=runner.spec_algorithm,
+            is_draft_worker=runner.is_draft_worker,
+            num_draft_tokens=num_draft_tokens,
+        )
+
+    runner.decode_num_tokens_per_req = decode_num_tokens_per_req
     runner.device_timer = None
     runner.gpu_id = 0
     runner.canary_manager = None

@@ -18,7 +18,9 @@ marker for verify, and the model's forward). Each replay is the runner's own
 marked ready, as ``eagle_prepare_for_verify`` plans it, ``eagle_utils.py:
 398-409``): it copies the batch into its buffers, pads to a captured size,
 makes the out-of-graph call and replays. Every EAGLE iteration here replays
-the draft, verify, then the draft extend, each with a new random batch. What
+the draft, verify, then the draft extend, each with a new random batch; a
+second set of backends serves a ``DecodeCudaGraphRunner`` of a model runner
+without speculative decoding (plain DECODE). What
 each attention layer returned for the batch's requests is compared with a
 reference paged MLA decode on lengths (verify: + the draft tokens) and a
 block table built from ``req_to_token`` alone (``consumer.Check.oracle``; a
@@ -71,6 +73,7 @@ class Runner:
     attention calls per forward (one per draft step, or one)."""
 
     name = ""
+    label = ""  # the name in the report (default: ``name``)
     module = ""  # the runner class's module
     verify = False  # the reference's KV length: seq_lens (+ the draft tokens: verify)
 
@@ -254,6 +257,7 @@ class VerifyRunner(Runner):
     alternately."""
 
     name, module = "DecodeCudaGraphRunner", DECODE
+    label = "DecodeCudaGraphRunner (target verify)"
     verify = True
 
     def __init__(self, env):
@@ -337,6 +341,52 @@ class VerifyRunner(Runner):
         return batch, self.outputs(self.runner.execute(fb), raw_bs)
 
 
+class DecodeRunner(VerifyRunner):
+    """``DecodeCudaGraphRunner`` of a model runner without speculative
+    decoding: plain DECODE, one token per request, ``execute`` alone (the
+    target backend, in DECODE as the harness's decode phase drives it)."""
+
+    label = "DecodeCudaGraphRunner (decode)"
+    verify = False
+
+    def __init__(self, env):
+        Runner.__init__(self, env, [env.backends.target], 1)
+
+    def batch(self, raw_bs: int):
+        import torch
+        from sglang.srt.model_executor.forward_batch_info import (
+            CaptureHiddenMode,
+            ForwardBatch,
+            ForwardMode,
+        )
+
+        env, dev = self.env, self.env.device
+        batch, base = env.base_batch(raw_bs, ForwardMode.DECODE)
+        fb = ForwardBatch(
+            forward_mode=ForwardMode.DECODE,
+            batch_size=raw_bs,
+            input_ids=torch.zeros(raw_bs, dtype=torch.int64, device=dev),
+            req_pool_indices=base.req_pool_indices,
+            seq_lens=base.seq_lens,
+            seq_lens_cpu=base.seq_lens_cpu,
+            orig_seq_lens=base.seq_lens,
+            out_cache_loc=torch.zeros(raw_bs, dtype=torch.int64, device=dev),
+            seq_lens_sum=base.seq_lens_sum,
+            positions=base.seq_lens - 1,
+            return_logprob=False,
+            spec_algorithm=env.backends.runner.spec_algorithm,
+            spec_info=None,
+            capture_hidden_mode=CaptureHiddenMode.NULL,
+            can_run_decode_cuda_graph=True,
+        )
+        return batch, fb
+
+    def replay(self, raw_bs: int):
+        batch, fb = self.batch(raw_bs)
+        assert self.runner.can_run_graph(fb), raw_bs
+        return batch, self.outputs(self.runner.execute(fb), raw_bs)
+
+
 class RunnerCheck:
     """One setup: the real backends, and the real runners built on them."""
 
@@ -348,6 +398,7 @@ class RunnerCheck:
         seed: int,
         stack: contextlib.ExitStack,
         freeze: bool = False,
+        speculative: bool = True,
     ):
         from . import attention, replacements, sglang_api
         from .consumer import Check, paged_mla_decode
@@ -376,6 +427,12 @@ class RunnerCheck:
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
             stack.enter_context(replacements.eager_graph_backend(frozen))
         stack.enter_context(server_args(capture_bs))
+        if not speculative:  # plain decode: the target's runner alone
+            decode = DecodeRunner(self)
+            replacements.target_runner_fields(self.backends, decode.model_forward, eagle=False)
+            decode.build(None)
+            self.runners = [decode]
+            return
         draft, verify, extend = DraftRunner(self), VerifyRunner(self), DraftExtendRunner(self)
         replacements.target_runner_fields(self.backends, verify.model_forward)
         worker = replacements.draft_worker(
@@ -384,7 +441,6 @@ class RunnerCheck:
         self.runners = [draft, verify, extend]  # an EAGLE iteration's order
         for runner in (verify, draft, extend):  # the order the workers build them
             runner.build(worker)
-        self.capture_bs = list(draft.runner.capture_bs)
 
     def base_batch(self, raw_bs: int, mode, extend=None):
         """A random batch (``consumer.Check.batch``) and the fields of it
@@ -420,7 +476,8 @@ class RunnerCheck:
 
         rng = self.check.rng
         stats = {
-            r.name: {"worst": 0.0, "compared": 0, "padded": 0, "paths": {}} for r in self.runners
+            r.label or r.name: {"worst": 0.0, "compared": 0, "padded": 0, "paths": {}}
+            for r in self.runners
         }
         for _ in range(replays):  # one EAGLE iteration: draft, then draft extend
             for r in self.runners:
@@ -428,7 +485,7 @@ class RunnerCheck:
                 r.query.copy_(torch.randn(r.query.shape, device=self.device))
                 batch, outs = r.replay(raw_bs)
                 ref = r.reference(batch, raw_bs)
-                st = stats[r.name]
+                st = stats[r.label or r.name]
                 st["padded"] += r.runner.bs != raw_bs
                 st["paths"][r.path] = st["paths"].get(r.path, 0) + 1
                 for got in outs:
@@ -445,10 +502,10 @@ class RunnerCheck:
                 for batch, outs in [r.stale(bs)]
                 for got in outs
             )
-            st = stats[r.name]
+            st = stats[r.label or r.name]
             report.append(
                 {
-                    "runner": r.name,
+                    "runner": r.label or r.name,
                     "capture_bs": list(r.runner.capture_bs),
                     "layers": len(r.backends),
                     "replays": replays,
@@ -489,17 +546,19 @@ def main(argv=None) -> int:
     model = MLAModel(num_attention_heads=16, attention_tp_size=1)
     report = []
     for i, (kwargs, capture_bs) in enumerate(SETUPS):
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
-            check = RunnerCheck(
-                Setup(**kwargs, model=model),
-                capture_bs,
-                args.device,
-                i,
-                stack,
-                freeze=args.freeze_metadata,
-            )
-            report.extend({"setup": i, **r} for r in check.run(args.replays))
+        for speculative in (True, False):  # an EAGLE server's runners; a plain one's
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
+                check = RunnerCheck(
+                    Setup(**kwargs, model=model),
+                    capture_bs,
+                    args.device,
+                    i,
+                    stack,
+                    freeze=args.freeze_metadata,
+                    speculative=speculative,
+                )
+                report.extend({"setup": i, **r} for r in check.run(args.replays))
     print(json.dumps(report))
     return 0
 

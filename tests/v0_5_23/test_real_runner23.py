@@ -6,7 +6,9 @@ themselves (each ``__init__`` captures through the decode runner's capture
 loop and ``FullCudaGraphBackend``) on the real target, multi-step draft and
 draft extend backends, and replays them with their own ``execute`` (verify
 also pre-planned: ``load_batch`` first) on new random batches, some padded to
-a larger captured size: a draft, a verify and a draft extend per iteration.
+a larger captured size: a draft, a verify and a draft extend per iteration;
+and, for a server without speculative decoding, ``DecodeCudaGraphRunner`` in
+plain decode.
 Every attention layer's output must equal a reference paged MLA decode on
 lengths and a table from ``req_to_token`` alone (a non-finite output fails);
 at every captured size, a graph replayed without ``execute`` must not (the
@@ -36,8 +38,9 @@ pytestmark = pytest.mark.base("v0.5.23")
 
 RUNNERS = {  # runner -> attention layers per forward, per runner_check setup
     "EAGLEDraftCudaGraphRunner": (2, 3),  # one per draft step but the last
-    "DecodeCudaGraphRunner": (1, 1),  # target verify
+    "DecodeCudaGraphRunner (target verify)": (1, 1),
     "EAGLEDraftExtendCudaGraphRunner": (1, 1),
+    "DecodeCudaGraphRunner (decode)": (1, 1),  # a server without speculative decoding
 }
 VERIFY_PATHS = {"execute", "load_batch, execute"}  # planned ahead or not
 CPU_REPLAYS = 12
@@ -81,7 +84,7 @@ def runner23(trees23, device, request):
 
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("tree", ["base", "patched"])
-def test_real_eagle_runners_equal_reference(runner23, tree, mode, device, request):
+def test_real_runners_equal_reference(runner23, tree, mode, device, request):
     if mode == "frozen" and device == "cuda":
         pytest.skip("a real CUDA graph keeps the metadata it was captured with")
     if (tree, mode, device) == ("base", "replay", "cpu"):
@@ -99,7 +102,7 @@ def test_real_eagle_runners_equal_reference(runner23, tree, mode, device, reques
         assert r["compared"] == replays * r["layers"]  # every layer of every replay
         assert r["max_rel_err"] < 1e-9, r  # float64 reference: only rounding
         assert r["stale_rel_err"] > 0.1, r  # the control: stale metadata shows
-        if r["runner"] == "DecodeCudaGraphRunner":
+        if r["runner"] == "DecodeCudaGraphRunner (target verify)":
             assert set(r["paths"]) == VERIFY_PATHS, r
     for name in RUNNERS:  # some replays of each runner were padded
         assert sum(r["padded"] for r in report if r["runner"] == name) > 0, name
