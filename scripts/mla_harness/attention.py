@@ -17,6 +17,8 @@ from types import SimpleNamespace
 
 import torch
 
+from . import launches
+
 KV_DIM = 576  # kv_lora_rank + qk_rope_head_dim of the stand-in model
 V_DIM = 512  # kv_lora_rank: MLA's absorbed value width
 
@@ -62,6 +64,7 @@ def kernel_sink(backend, consume=None):
     calls = []
 
     def run(query, kv_cache, block_tables, seq_lens, max_seq_len, layer, **options):
+        launches.note("attention")
         calls.append(
             {
                 "query": query,

@@ -125,8 +125,66 @@ class _OpCounter(TorchDispatchMode):
 
 
 _active: list[Counts] = []
+_traces: list[Trace] = []
 _patched = False
 _inside_kernel = 0
+
+
+@dataclass
+class Trace:
+    """What a run touched that existed before it, and in what order it went.
+
+    ``external``: the storages (data pointers) of the tensors its aten ops and
+    Triton launches read or wrote that the run did not allocate itself; a
+    CUDA graph replays with exactly the addresses of its capture, so a re-run
+    that touches other ones is not what the graph would do. ``events``: Triton
+    kernels by name, in launch order, and what ``note`` adds."""
+
+    created: set = field(default_factory=set)
+    external: set = field(default_factory=set)
+    events: list = field(default_factory=list)
+
+    def touch(self, inputs, outputs=()) -> None:
+        for t in inputs:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr and t.untyped_storage().nbytes() and ptr not in self.created:
+                self.external.add(ptr)
+        for t in outputs:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr and ptr not in self.external:
+                self.created.add(ptr)
+
+
+def note(event: str) -> None:
+    """Add ``event`` to every active ``trace``."""
+    for trace in _traces:
+        trace.events.append(event)
+
+
+class _Tracer(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if _inside_kernel:
+            return out
+        inputs = _tensors((args, kwargs))
+        fresh = [] if func.is_view else _OpCounter._fresh_outputs(func, inputs, _tensors(out))
+        for trace in _traces:
+            trace.touch(inputs, fresh)
+        return out
+
+
+@contextlib.contextmanager
+def trace():
+    """``with trace() as t: ...`` then read ``t.external`` and ``t.events``."""
+    _install_triton_hook()
+    t = Trace()
+    _traces.append(t)
+    try:
+        with _Tracer():
+            yield t
+    finally:
+        _traces.remove(t)
 
 
 def _install_triton_hook() -> None:
@@ -146,6 +204,11 @@ def _install_triton_hook() -> None:
             global _inside_kernel
             for counts in _active:
                 counts.triton[name] += 1
+            if _traces:
+                tensors = _tensors((args, kwargs))
+                for t in _traces:
+                    t.touch(tensors)
+                    t.events.append(name)
             _inside_kernel += 1
             try:
                 return launch(*args, **kwargs)

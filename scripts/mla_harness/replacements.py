@@ -64,10 +64,10 @@ construction (``install_construction_stand_ins``, ``unpinned_host_on_cpu``):
    and dtypes; the trtllm path never plans with them.
 
 ``runner_check`` builds v0.5.23's real ``DecodeCudaGraphRunner`` (target
-verify), ``EAGLEDraftCudaGraphRunner`` and ``EAGLEDraftExtendCudaGraphRunner``
-on the real backends; what they need beyond the backends is replaced by
-(``target_runner_fields``, ``draft_worker``, ``single_process_graph_capture``,
-``eager_graph_backend``):
+verify, and plain decode), ``EAGLEDraftCudaGraphRunner`` and
+``EAGLEDraftExtendCudaGraphRunner`` on the real backends; what they need
+beyond the backends is replaced by (``target_runner_fields``,
+``draft_worker``, ``single_process_graph_capture``, ``eager_graph_backend``):
 
 13. The models. The draft runner's ``run_once`` calls the worker's
    ``draft_forward`` after the in-graph metadata step; the stand-in runs, per
@@ -80,8 +80,9 @@ on the real backends; what they need beyond the backends is replaced by
    (``eagle_draft_cuda_graph_runner.py:536``), so it plans nothing there
    either. The decode and draft-extend runners' ``run_once`` call the
    model's ``forward`` themselves: the stand-in is one attention layer
-   through the backend's real ``forward_extend``, returning its rows (the
-   decode runner's as ``LogitsProcessorOutput``). Sampling, logits and the
+   through the backend's real ``forward_extend`` (``forward_decode`` for
+   plain decode), returning its rows (the decode runner's as
+   ``LogitsProcessorOutput``). Sampling, logits and the
    models' layers are not on the metadata path. The workers' and model
    runners' other fields are the values the runners read for EAGLE on a
    DeepSeek-V3 architecture (no DSA top-k seed, hot-token map, LoRA, PP
@@ -105,16 +106,22 @@ on the real backends; what they need beyond the backends is replaced by
    hook, as the real one) and once more in place of the graph, and records
    it; a replay re-runs it, as ``--debug-cuda-graph``'s breakable backend
    does. So a replay is the recorded metadata step and forward over the
-   runner's buffers, after what the host call before it did; what a real
-   graph freezes at capture (tensor addresses, Python state the forward
-   reads) is the GPU run's to show. The capture stream and the free-memory
-   probe of the capture loop are the host's (none, 0), and the host never
-   captures a stream (``torch.cpu.is_current_stream_capturing``: False, so
-   the decode runner plants no in-graph shared-read marker and publishes a
-   read-done event after the replay instead, its own fallback). With
+   runner's buffers, after what the host call before it did. What a real
+   graph fixes at capture is checked, not emulated: every re-run must touch
+   (read or write, by aten op or Triton launch) exactly the storages that
+   existed before it that the capture run touched (``launches.trace``), the
+   addresses a graph would replay with; Python state (which metadata object
+   an attribute holds, scalars) is not checked, and is the GPU run's to
+   show. The capture stream and the free-memory probe of the capture loop
+   are the host's (none, 0), and the host never captures a stream
+   (``torch.cpu.is_current_stream_capturing``: False, so the decode runner
+   plants no in-graph shared-read marker and publishes a read-done event
+   after the replay instead, its own fallback; ``runner_check`` checks the
+   marker's place in the re-run's order instead). With
    ``--freeze-metadata``, each re-run first gives the backends back the
-   ``forward_decode_metadata`` they held when that graph was captured, the
-   object whose tensors a real graph's kernels read.
+   ``forward_decode_metadata`` object they held when that graph was
+   captured; attributes rebound later, scalars and host tensors are not
+   restored.
 """
 
 from __future__ import annotations
@@ -508,6 +515,8 @@ def eager_graph_backend(freeze: tuple = ()):
         FullCudaGraphBackend as backend,
     )
 
+    from . import launches
+
     @contextlib.contextmanager
     def capture_session(self, stream):
         yield
@@ -518,15 +527,27 @@ def eager_graph_backend(freeze: tuple = ()):
             forward_fn()
             if post_warmup_hook is not None:
                 post_warmup_hook()
-        self._outputs[shape_key] = forward_fn()  # the capture run
+        with launches.trace() as captured:  # the capture run
+            self._outputs[shape_key] = forward_fn()
         held = [(b, b.forward_decode_metadata) for b in freeze]
-        self._graphs[shape_key] = (forward_fn, held)
+        self._graphs[shape_key] = (forward_fn, held, captured)
+        self.eager_events = captured.events
 
     def replay(self, shape_key, static_forward_batch, **kwargs):
-        forward_fn, held = self._graphs[shape_key]
+        forward_fn, held, captured = self._graphs[shape_key]
         for b, metadata in held:
             b.forward_decode_metadata = metadata
-        return forward_fn()
+        with launches.trace() as rerun:
+            out = forward_fn()
+        if rerun.external != captured.external:
+            new, gone = rerun.external - captured.external, captured.external - rerun.external
+            raise AssertionError(
+                f"a re-run of graph {shape_key} touched {len(new)} storage(s) its capture"
+                f" did not, and not {len(gone)} it did: a CUDA graph would use the capture's"
+            )
+        self.eager_events = rerun.events
+        self.eager_checked = getattr(self, "eager_checked", 0) + 1
+        return out
 
     import torch
 

@@ -12,8 +12,8 @@ name and size across runners, ``input_buffers.py``), calls
 decode runner's capture loop and ``FullCudaGraphBackend`` (real on a GPU; on
 CPU replacement 16 re-runs what it recorded): the capture batch over its
 buffers, ``init_forward_metadata_out_graph(in_capture=True)``, then
-``run_once`` recorded (``init_forward_metadata_in_graph``, the shared-read
-marker for verify, and the model's forward). Each replay is the runner's own
+``run_once`` recorded (``init_forward_metadata_in_graph``, the decode
+runner's shared-read marker, and the model's forward). Each replay is the runner's own
 ``execute`` (verify: every other one after ``load_batch`` and the batch
 marked ready, as ``eagle_prepare_for_verify`` plans it, ``eagle_utils.py:
 398-409``): it copies the batch into its buffers, pads to a captured size,
@@ -26,7 +26,10 @@ reference paged MLA decode on lengths (verify: + the draft tokens) and a
 block table built from ``req_to_token`` alone (``consumer.Check.oracle``; a
 non-finite output counts as infinitely wrong). At every captured size, a
 graph replayed without ``execute`` must differ from the new batch's reference
-(the control: stale metadata shows).
+(the control: stale metadata shows). On CPU each re-run must also touch only
+the storages its capture touched (replacement 16), and the decode runner's
+order must be the table kernel, the marker, then attention
+(``check_marker_order``).
 
 Replaced (``replacements.py`` 13-16): the models (one attention layer per
 forward through the backend's real forward, the kernel being
@@ -50,6 +53,45 @@ from . import child
 DRAFT = "sglang.srt.speculative.eagle_draft_cuda_graph_runner"
 DRAFT_EXTEND = "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner"
 DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
+
+
+TABLE_KERNEL = "create_flashmla_kv_indices_triton"  # the in-graph rebuild's one launch
+
+
+@contextlib.contextmanager
+def marker_spy():
+    """Note each call of the decode runner's in-graph shared-read marker
+    (``_record_in_graph_metadata_prep_done``, which then runs as it is) in the
+    run's ``launches.trace`` events. Observation only."""
+    from sglang.srt.model_executor.runner.decode_cuda_graph_runner import (
+        DecodeCudaGraphRunner as cls,
+    )
+
+    from . import launches
+
+    real = cls._record_in_graph_metadata_prep_done
+
+    def spied(self):
+        launches.note("marker")
+        return real(self)
+
+    cls._record_in_graph_metadata_prep_done = spied
+    try:
+        yield
+    finally:
+        cls._record_in_graph_metadata_prep_done = real
+
+
+def check_marker_order(events: list) -> None:
+    """A decode-runner graph's order: every table-kernel launch, then the
+    shared-read marker (once), then the first attention kernel; the
+    scheduler treats reads of ``req_to_token`` after the marker as racing
+    with its next writes (``SharedReadEnds.IN_REPLAY``)."""
+    assert events.count("marker") == 1, events
+    marker = events.index("marker")
+    tables = [i for i, e in enumerate(events) if e == TABLE_KERNEL]
+    assert all(i < marker for i in tables), events
+    assert "attention" in events and marker < events.index("attention"), events
 
 
 def server_args(capture_bs):
@@ -89,6 +131,7 @@ class Runner:
         )
         self.runner = None
         self.path = "execute"  # how the last replay was made
+        self.orders_checked = 0  # CPU re-runs whose marker order was checked
 
     def build(self, worker) -> None:
         """The real runner, on ``worker``: its ``__init__`` captures."""
@@ -281,8 +324,10 @@ class VerifyRunner(Runner):
         return [tokens.view(bs, self.width, self.env.heads, V_DIM)]
 
     def batch(self, raw_bs: int):
-        """A verify batch as ``eagle_prepare_for_verify`` builds it: a
-        ``ForwardBatch`` of ``num_draft_tokens`` tokens per request."""
+        """A verify ``ForwardBatch`` of ``num_draft_tokens`` tokens per request
+        with the fields the decode runner's metadata path reads set as
+        ``eagle_prepare_for_verify`` sets them (token ids, positions and cache
+        locations zeroed: not read on that path; no KV-location plan)."""
         import torch
         from sglang.srt.model_executor.forward_batch_info import (
             CaptureHiddenMode,
@@ -338,7 +383,16 @@ class VerifyRunner(Runner):
             fb.mark_forward_metadata_ready()
         else:
             self.path = "execute"
-        return batch, self.outputs(self.runner.execute(fb), raw_bs)
+        out = self.outputs(self.runner.execute(fb), raw_bs)
+        self.check_order()
+        return batch, out
+
+    def check_order(self) -> None:
+        """On CPU (replacement 16): the re-run's order (``check_marker_order``)."""
+        events = getattr(self.runner.backend, "eager_events", None)
+        if events is not None:
+            check_marker_order(events)
+            self.orders_checked += 1
 
 
 class DecodeRunner(VerifyRunner):
@@ -384,7 +438,9 @@ class DecodeRunner(VerifyRunner):
     def replay(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
         assert self.runner.can_run_graph(fb), raw_bs
-        return batch, self.outputs(self.runner.execute(fb), raw_bs)
+        out = self.outputs(self.runner.execute(fb), raw_bs)
+        self.check_order()
+        return batch, out
 
 
 class RunnerCheck:
@@ -423,6 +479,7 @@ class RunnerCheck:
             if backend is not None:
                 stack.enter_context(attention.kernel_sink(backend, consume))
         stack.enter_context(replacements.single_process_graph_capture())
+        stack.enter_context(marker_spy())
         if not device.startswith("cuda"):
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
             stack.enter_context(replacements.eager_graph_backend(frozen))
@@ -511,6 +568,9 @@ class RunnerCheck:
                     "replays": replays,
                     "padded": st["padded"],
                     "paths": st["paths"],
+                    # CPU: re-runs whose storages were the capture's (replacement 16)
+                    "addresses_checked": getattr(r.runner.backend, "eager_checked", 0),
+                    "orders_checked": r.orders_checked,
                     "compared": st["compared"],
                     "max_rel_err": st["worst"],
                     "stale_rel_err": stale,

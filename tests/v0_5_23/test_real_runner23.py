@@ -20,8 +20,11 @@ breakable backend replays: v0.5.23 then reads the metadata of the batch size
 captured last (patches/v0.5.23 0003's message says so; its in-graph step
 points the forward at the replayed size's), so the base half is a strict
 xfail on CPU only. Both trees also run on CPU with each re-run first given
-back the metadata objects its graph was captured with (``frozen``), as a real
-graph's kernels read them: both must pass.
+back the metadata objects its graph was captured with (``frozen``): both must
+pass. On CPU every re-run must touch exactly the storages its capture touched
+(the addresses a real graph replays with), and each decode-runner re-run must
+launch the table kernel before the shared-read marker and the marker before
+attention.
 """
 
 from __future__ import annotations
@@ -104,15 +107,21 @@ def test_real_runners_equal_reference(runner23, tree, mode, device, request):
         assert r["stale_rel_err"] > 0.1, r  # the control: stale metadata shows
         if r["runner"] == "DecodeCudaGraphRunner (target verify)":
             assert set(r["paths"]) == VERIFY_PATHS, r
+        # CPU: every re-run (replays and the controls) used the capture's storages,
+        # and every decode-runner re-run kept the marker's order. GPU: real graphs.
+        reruns = replays + len(r["capture_bs"]) if device == "cpu" else 0
+        assert r["addresses_checked"] == reruns, r
+        decode = r["runner"].startswith("DecodeCudaGraphRunner")
+        assert r["orders_checked"] == (replays if decode and device == "cpu" else 0), r
     for name in RUNNERS:  # some replays of each runner were padded
         assert sum(r["padded"] for r in report if r["runner"] == name) > 0, name
 
 
 def test_base_eager_rerun_reads_the_last_captured_size(runner23, device):
     """What the CPU xfail above stands on: v0.5.23's eager re-run fails in the
-    reference kernel, handed a block table of fewer rows than the query (the
-    size captured last, 1, under a larger replayed size); with the metadata
-    of each graph's capture restored (``frozen``) it passes."""
+    reference kernel, handed a block table whose rows do not match the
+    query's (another batch size's metadata); with the metadata object of each
+    graph's capture put back (``frozen``) the same run passes."""
     if device != "cpu":
         pytest.skip("CUDA graphs keep the captured metadata: no eager re-run")
     _, results = runner23
