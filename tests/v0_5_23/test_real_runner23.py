@@ -16,10 +16,11 @@ check sees stale metadata).
 
 On the GPU the graphs are real ``torch.cuda.CUDAGraph``s. On CPU the graph
 backend re-runs what it recorded (replacement 16), as ``--debug-cuda-graph``'s
-breakable backend replays: v0.5.23 then reads the metadata of the batch size
-captured last (patches/v0.5.23 0003's message says so; its in-graph step
-points the forward at the replayed size's), so the base half is a strict
-xfail on CPU only. Both trees also run on CPU with each re-run first given
+breakable backend replays: v0.5.23's backends then hold the metadata of the
+batch size captured last (each capture sets ``forward_decode_metadata``,
+v0.5.23's ``trtllm_mla_backend.py:602``, and its replay path never resets
+it; 0003's in-graph step points it at the replayed size's), so the base half
+is a strict xfail on CPU only. Both trees also run on CPU with each re-run first given
 back the metadata objects its graph was captured with (``frozen``): both must
 pass. On CPU every re-run must touch exactly the storages its capture touched
 (the addresses a real graph replays with), and each decode-runner re-run must
