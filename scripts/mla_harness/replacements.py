@@ -394,7 +394,6 @@ def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
     decode runner is built on (``ModelRunner``'s fields the runner reads
     beyond the backends')."""
     import torch
-    from sglang.srt.configs.shared_experts import SharedExpertsConfig
     from sglang.srt.runtime_context import get_server_args
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     from sglang.srt.speculative.spec_utils import resolve_num_tokens_per_req
@@ -428,10 +427,7 @@ def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
         )
 
     runner.decode_num_tokens_per_req = decode_num_tokens_per_req
-    runner.device_timer = None
-    runner.gpu_id = 0
-    runner.canary_manager = None
-    runner.shared_read_done_event = None
+    _runner_fields(runner, model_forward)
     runner.lora_manager = None
     runner.hisparse_coordinator = None
     runner.capture_head_hooks = []
@@ -442,6 +438,19 @@ def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
     runner.get_pp_proxy_residual_num_blocks = lambda: None
     runner.get_pp_proxy_dspark_hidden_size = lambda: None
     runner.get_aux_hidden_states_width = lambda: None
+
+
+def _runner_fields(runner, model_forward) -> None:
+    """The model-runner fields every runner here reads the same way: no
+    device timer or canary, GPU 0, a logits buffer of zeros, the stand-in
+    model (13), the kernel warm-up done (15)."""
+    import torch
+    from sglang.srt.configs.shared_experts import SharedExpertsConfig
+
+    runner.device_timer = None
+    runner.gpu_id = 0
+    runner.canary_manager = None
+    runner.shared_read_done_event = None
     runner.graph_shared_output = SimpleNamespace(
         get_logits_buffer=lambda vocab_size, rows: torch.zeros(
             rows, vocab_size, dtype=torch.float32, device=runner.device
@@ -460,7 +469,6 @@ def draft_worker(backends, setup, draft_forward, model_forward):
     the worker's multi-step draft; ``model_forward``: the draft model's
     forward the draft-extend runner calls."""
     import torch
-    from sglang.srt.configs.shared_experts import SharedExpertsConfig
     from sglang.srt.runtime_context import get_server_args
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
@@ -476,19 +484,7 @@ def draft_worker(backends, setup, draft_forward, model_forward):
     )
     runner.spec_algorithm = SpeculativeAlgorithm.EAGLE
     runner.draft_attn_backend = backends.draft
-    runner.device_timer = None
-    runner.gpu_id = 0
-    runner.canary_manager = None
-    runner.shared_read_done_event = None
-    runner.graph_shared_output = SimpleNamespace(
-        get_logits_buffer=lambda vocab_size, rows: torch.zeros(
-            rows, vocab_size, dtype=torch.float32, device=runner.device
-        )
-    )
-    runner.model = SimpleNamespace(
-        forward=model_forward, shared_experts_config=SharedExpertsConfig()
-    )
-    runner._kernel_warmed_up = True  # 15
+    _runner_fields(runner, model_forward)
     return SimpleNamespace(
         draft_runner=runner,
         draft_forward=draft_forward,

@@ -331,7 +331,6 @@ class VerifyRunner(Runner):
         import torch
         from sglang.srt.model_executor.forward_batch_info import (
             CaptureHiddenMode,
-            ForwardBatch,
             ForwardMode,
         )
         from sglang.srt.speculative.eagle_info import EagleVerifyInput
@@ -355,9 +354,21 @@ class VerifyRunner(Runner):
             seq_lens_sum=base.seq_lens_sum,
             seq_lens_cpu=base.seq_lens_cpu,
         )
-        fb = ForwardBatch(
-            forward_mode=ForwardMode.TARGET_VERIFY,
-            batch_size=raw_bs,
+        fb = self.forward_batch(
+            ForwardMode.TARGET_VERIFY, base, tokens, spec_info, CaptureHiddenMode.FULL
+        )
+        return batch, fb
+
+    def forward_batch(self, mode, base, tokens: int, spec_info, hidden_mode, positions=None):
+        """The ``ForwardBatch`` of ``base``'s requests and ``tokens`` tokens
+        (token ids and cache locations zeroed: not on the metadata path)."""
+        import torch
+        from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+
+        dev = self.env.device
+        return ForwardBatch(
+            forward_mode=mode,
+            batch_size=base.batch_size,
             input_ids=torch.zeros(tokens, dtype=torch.int64, device=dev),
             req_pool_indices=base.req_pool_indices,
             seq_lens=base.seq_lens,
@@ -365,14 +376,17 @@ class VerifyRunner(Runner):
             orig_seq_lens=base.seq_lens,
             out_cache_loc=torch.zeros(tokens, dtype=torch.int64, device=dev),
             seq_lens_sum=base.seq_lens_sum,
-            positions=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            positions=(
+                positions
+                if positions is not None
+                else torch.zeros(tokens, dtype=torch.int64, device=dev)
+            ),
             return_logprob=False,
-            spec_algorithm=env.backends.runner.spec_algorithm,
+            spec_algorithm=self.env.backends.runner.spec_algorithm,
             spec_info=spec_info,
-            capture_hidden_mode=CaptureHiddenMode.FULL,
+            capture_hidden_mode=hidden_mode,
             can_run_decode_cuda_graph=True,
         )
-        return batch, fb
 
     def replay(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
@@ -407,31 +421,14 @@ class DecodeRunner(VerifyRunner):
         Runner.__init__(self, env, [env.backends.target], 1)
 
     def batch(self, raw_bs: int):
-        import torch
         from sglang.srt.model_executor.forward_batch_info import (
             CaptureHiddenMode,
-            ForwardBatch,
             ForwardMode,
         )
 
-        env, dev = self.env, self.env.device
-        batch, base = env.base_batch(raw_bs, ForwardMode.DECODE)
-        fb = ForwardBatch(
-            forward_mode=ForwardMode.DECODE,
-            batch_size=raw_bs,
-            input_ids=torch.zeros(raw_bs, dtype=torch.int64, device=dev),
-            req_pool_indices=base.req_pool_indices,
-            seq_lens=base.seq_lens,
-            seq_lens_cpu=base.seq_lens_cpu,
-            orig_seq_lens=base.seq_lens,
-            out_cache_loc=torch.zeros(raw_bs, dtype=torch.int64, device=dev),
-            seq_lens_sum=base.seq_lens_sum,
-            positions=base.seq_lens - 1,
-            return_logprob=False,
-            spec_algorithm=env.backends.runner.spec_algorithm,
-            spec_info=None,
-            capture_hidden_mode=CaptureHiddenMode.NULL,
-            can_run_decode_cuda_graph=True,
+        batch, base = self.env.base_batch(raw_bs, ForwardMode.DECODE)
+        fb = self.forward_batch(
+            ForwardMode.DECODE, base, raw_bs, None, CaptureHiddenMode.NULL, base.seq_lens - 1
         )
         return batch, fb
 
