@@ -17,10 +17,11 @@ runner's shared-read marker, and the model's forward). Each replay is the runner
 ``execute`` (verify: every other one after ``load_batch`` and the batch
 marked ready, as ``eagle_prepare_for_verify`` plans it, ``eagle_utils.py:
 398-409``): it copies the batch into its buffers, pads to a captured size,
-makes the out-of-graph call and replays. Every EAGLE iteration here replays
-the draft, verify, then the draft extend, each with a new random batch; a
+makes the out-of-graph call and replays. Each round replays the draft, verify
+and draft-extend runners in turn, each with its own new random batch; a
 second set of backends serves a ``DecodeCudaGraphRunner`` of a model runner
-without speculative decoding (plain DECODE). What
+whose ``spec_algorithm`` is NONE (plain DECODE; the server args stay EAGLE's).
+What
 each attention layer returned for the batch's requests is compared with a
 reference paged MLA decode on lengths (verify: + the draft tokens) and a
 block table built from ``req_to_token`` alone (``consumer.Check.oracle``; a
@@ -533,7 +534,7 @@ class RunnerCheck:
             r.label or r.name: {"worst": 0.0, "compared": 0, "padded": 0, "paths": {}}
             for r in self.runners
         }
-        for _ in range(replays):  # one EAGLE iteration: draft, then draft extend
+        for _ in range(replays):  # the runners in turn, each its own batch
             for r in self.runners:
                 raw_bs = rng.randint(1, self.setup.max_bs)
                 r.query.copy_(torch.randn(r.query.shape, device=self.device))

@@ -6,9 +6,9 @@ themselves (each ``__init__`` captures through the decode runner's capture
 loop and ``FullCudaGraphBackend``) on the real target, multi-step draft and
 draft extend backends, and replays them with their own ``execute`` (verify
 also pre-planned: ``load_batch`` first) on new random batches, some padded to
-a larger captured size: a draft, a verify and a draft extend per iteration;
-and, for a server without speculative decoding, ``DecodeCudaGraphRunner`` in
-plain decode.
+a larger captured size, the runners in turn, each with its own batch; and
+``DecodeCudaGraphRunner`` in plain decode on a model runner whose
+``spec_algorithm`` is NONE (the server args stay EAGLE's).
 Every attention layer's output must equal a reference paged MLA decode on
 lengths and a table from ``req_to_token`` alone (a non-finite output fails);
 at every captured size, a graph replayed without ``execute`` must not (the
@@ -44,7 +44,7 @@ RUNNERS = {  # runner -> attention layers per forward, per runner_check setup
     "EAGLEDraftCudaGraphRunner": (2, 3),  # one per draft step but the last
     "DecodeCudaGraphRunner (target verify)": (1, 1),
     "EAGLEDraftExtendCudaGraphRunner": (1, 1),
-    "DecodeCudaGraphRunner (decode)": (1, 1),  # a server without speculative decoding
+    "DecodeCudaGraphRunner (decode)": (1, 1),  # spec_algorithm NONE
 }
 VERIFY_PATHS = {"execute", "load_batch, execute"}  # planned ahead or not
 CPU_REPLAYS = 12
