@@ -22,6 +22,9 @@ class BenchConfig:
     # attention, i.e. attention TP size 1); sizes the padded-query buffers.
     num_heads: int = 64
     attn_tp_size: int = 1
+    # Decode context parallelism (v0.5.23): the group's size, measured on rank 0
+    # (only the group's size and rank are set: no communicator runs here).
+    dcp_size: int = 1
     contexts: list[int] = field(default_factory=lambda: [80 * 1024, 160 * 1024])
     batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 32, 64])
     cuda_graph_max_bs: int = 64
@@ -142,6 +145,13 @@ def parser() -> argparse.ArgumentParser:
         "--num-heads", type=int, default=d.num_heads, help="num_attention_heads of the model"
     )
     p.add_argument("--attn-tp-size", type=int, default=d.attn_tp_size, help="attention TP size")
+    p.add_argument(
+        "--dcp-size",
+        type=int,
+        default=d.dcp_size,
+        choices=(1, 2, 4, 8),
+        help="decode context parallel size (v0.5.23; rank 0 is measured)",
+    )
     sized = {
         "contexts": ("--contexts", _ints, "context lengths, comma-separated"),
         "batch_sizes": ("--batch-sizes", _ints, "batch sizes, comma-separated"),

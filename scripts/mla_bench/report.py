@@ -130,7 +130,8 @@ def markdown(result: dict, cfg: dict) -> str:
     lines = [
         f"EAGLE {cfg['steps']} steps / topk {cfg['topk']} / {cfg['draft_tokens']} draft tokens, "
         f"page {cfg['page_size']}, draft extend {cfg['extend_mode']}, "
-        f"CUDA-graph max bs {cfg['cuda_graph_max_bs']}, device {cfg['device']}, "
+        + (f"DCP {cfg['dcp_size']} (rank 0), " if cfg.get("dcp_size", 1) > 1 else "")
+        + f"CUDA-graph max bs {cfg['cuda_graph_max_bs']}, device {cfg['device']}, "
         f"{cfg['repeats']} repeats (median)",
         "",
         "Host µs and launches: the metadata call on the host before the runner replays its "

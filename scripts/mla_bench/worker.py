@@ -113,6 +113,7 @@ class TreeBench:
             steps=c["steps"],
             topk=c["topk"],
             draft_tokens=c["draft_tokens"],
+            dcp_size=c.get("dcp_size", 1),
         )
 
     def phase(self, name: str):

@@ -122,6 +122,32 @@ beyond the backends is replaced by (``target_runner_fields``,
    ``forward_decode_metadata`` object they held when that graph was
    captured; attributes rebound later, scalars and host tensors are not
    restored.
+
+``dcp_check`` and ``fix_check`` (v0.5.23), and the benchmark's ``--dcp-size``:
+
+17. Decode context parallelism in one process: ``get_parallel().override``
+   sets only the DCP group's size and rank (``dcp_size``, ``attn_dcp_size``,
+   ``dcp_rank``, ``attn_dcp_rank``, ``dcp_enabled``; ``Setup.dcp_size`` /
+   ``dcp_rank``), as a rank of a DCP world would read them. No communicator
+   exists: the metadata path reads only these values, and the cross-rank
+   merge after the kernel (``forward_mla``) is not run; where a DCP forward
+   runs, it stops at the kernel call (7), so ``fixup_zero_kv_rows`` after it
+   is not run either. The stand-in ``req_to_token`` gives token ``t`` a slot
+   whose owner is ``t % dcp_size`` (SGLang's token-interleaved layout).
+
+``scripts/kit_probe`` runs upstream's own attention test kit (v0.5.23 wheel,
+``sglang/test/kits/attention_unittest``) on each tree; beyond 1-5, 9-12 and
+the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
+
+18. ``uvicorn`` and ``fastapi``: the kit imports ``ModelRunner``, whose import
+   chain reaches the HTTP server's modules; stub modules whose every name is
+   inert (``kit_env``). Nothing on the attention path calls them.
+19. The kit's ``prepare_mla_runner_inputs`` (``kit_fix``, where a test asks
+   for the corrected kit): v0.5.23's writes the prefix KV at contiguous slots
+   whatever layout the batch's ``req_to_token`` has (``mla_attention.py:
+   1139-1155``), over other tokens' slots once a prefix passes one page (issue
+   25; ``patches/v0.5.23/PR.md``). The correction writes each token where
+   ``req_to_token`` says; ``test_kit23`` also runs the kit as shipped.
 """
 
 from __future__ import annotations

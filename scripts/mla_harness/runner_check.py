@@ -174,6 +174,12 @@ class Runner:
 
         batch, fb = self.batch(bs)
         self.query.copy_(torch.randn(self.query.shape, device=self.env.device))
+        if not self.env.device.startswith("cuda"):
+            # A real graph of bs reads the metadata tensors it was captured
+            # with; the CPU re-run (replacement 16) reads forward_decode_metadata,
+            # which only execute's out-of-graph call points at bs: give it that.
+            for backend in self.backends:
+                backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
         runner = self.runner  # as its execute replays, less the refill before
         with runner.model_context():
             out = runner.backend.replay(runner._make_graph_key(bs), fb)

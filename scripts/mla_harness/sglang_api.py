@@ -51,6 +51,10 @@ class V0512:
 
         from .standin import Backends
 
+        if setup.dcp_size > 1:
+            from sglpatch.errors import UserError
+
+            raise UserError("DCP is a v0.5.23 mode: v0.5.12's trtllm_mla has none")
         set_global_server_args_for_scheduler(runner.server_args)
         replacements.install_attention_tp(setup.model.attention_tp_size)
         replacements.install_flashinfer_wrappers()
@@ -160,8 +164,13 @@ class V0523:
         )
         override.install()
         _installed.append(override)
-        tp = setup.model.attention_tp_size  # tp = attn_tp (no DP attention, no CP)
-        parallel = get_parallel().override(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp)
+        tp = setup.model.attention_tp_size  # tp = attn_tp (no DP attention)
+        dcp = {}
+        if setup.dcp_size > 1:  # replacement 17: the DCP group's size and rank only
+            size, rank = setup.dcp_size, setup.dcp_rank
+            dcp = dict(dcp_size=size, attn_dcp_size=size, dcp_rank=rank, attn_dcp_rank=rank)
+            dcp["dcp_enabled"] = True
+        parallel = get_parallel().override(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp, **dcp)
         parallel.__enter__()
         _installed.append(SimpleNamespace(restore=lambda: parallel.__exit__(None, None, None)))
 

@@ -45,6 +45,10 @@ class Setup:
     pool_size: int = 0  # req_to_token rows; 0: max_bs + 4
     kv_dtype: torch.dtype = torch.bfloat16
     model: MLAModel = MLAModel()
+    # Decode context parallelism: the DCP group's size and this process's rank
+    # (replacement 17; v0.5.23 only). Token t of a request lives on rank t % dcp_size.
+    dcp_size: int = 1
+    dcp_rank: int = 0
 
     @property
     def rows(self) -> int:
@@ -90,14 +94,18 @@ def req_to_token_pool(setup: Setup, device: str, seed: int) -> SimpleNamespace:
     Like SGLang's paged allocator, each request owns whole pages, in no order,
     so a block table built from it is a permutation a wrong index would expose.
     """
-    pages_per_row = math.ceil(setup.context_len / setup.page_size)
+    dcp = setup.dcp_size
+    pages_per_row = math.ceil(setup.context_len / (setup.page_size * dcp))
     gen = torch.Generator().manual_seed(seed)
     pages = torch.randperm(setup.rows * pages_per_row, generator=gen) + 1
     pages = pages.view(setup.rows, pages_per_row)
     offsets = torch.arange(setup.page_size)
-    slots = (pages[:, :, None] * setup.page_size + offsets).flatten(1)
-    table = slots[:, : setup.context_len].to(torch.int32).contiguous()
-    return SimpleNamespace(size=setup.rows, req_to_token=table.to(device))
+    local = (pages[:, :, None] * setup.page_size + offsets).flatten(1)  # rank-local slots
+    # Under DCP (SGLang's token-interleaved layout) token t is rank t % dcp's
+    # local token t // dcp, and its slot keeps the owner: local_slot * dcp + rank.
+    t = torch.arange(setup.context_len)
+    slots = local[:, t // dcp] * dcp + t % dcp
+    return SimpleNamespace(size=setup.rows, req_to_token=slots.to(torch.int32).to(device))
 
 
 def model_runner(setup: Setup, device: str, seed: int = 0) -> SimpleNamespace:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from sglpatch import findings as findings_mod
-from sglpatch import roundtrip
+from sglpatch import prdesc, roundtrip
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
@@ -212,6 +212,11 @@ def check_patches(layout: Layout) -> None:
     stale = findings_mod.problems(findings_mod.load(table, load_pin(layout.pin_file)), listed)
     if stale:
         raise CheckFailed(f"{table} names patches the series lacks (fix: rename them)", stale)
+    described = prdesc.problems(layout.patches)
+    if described:
+        raise CheckFailed(
+            f"{layout.patches / prdesc.FILE_NAME} does not describe the series", described
+        )
     note(f"{layout.patches} matches a fresh export of {layout.sglang}")
 
 

@@ -31,7 +31,7 @@ def _replays(results, plan, tree, phase):
 @pytest.mark.parametrize("tree", ON_BOTH)
 @pytest.mark.parametrize("phase", REPLAYED)
 def test_replay_call_launches_nothing(results23, plan23, tree, phase):
-    """0003: ``init_forward_metadata_out_graph`` on a replay view leaves the
+    """0006: ``init_forward_metadata_out_graph`` on a replay view leaves the
     host idle (v0.5.23: 2-4 launches); the graph rebuilds the metadata."""
     for _, call in _replays(results23, plan23, tree, phase):
         assert call.counts.launches == 0
@@ -42,7 +42,7 @@ def test_replay_call_launches_nothing(results23, plan23, tree, phase):
 @pytest.mark.parametrize("tree", ON_BOTH)
 @pytest.mark.parametrize("phase", REPLAYED)
 def test_graph_rebuilds_metadata_in_one_launch(results23, plan23, tree, phase):
-    """0003: the in-graph step every runner records ahead of its forward is one
+    """0006: the in-graph step every runner records ahead of its forward is one
     launch of v0.5.23's own table kernel (lengths fused in), allocating
     nothing; for the draft, once for all steps. The captured forward's
     attention layers launch nothing before the kernel."""
@@ -63,13 +63,14 @@ def _block_table_bytes(setup) -> int:
 
 
 def _expected_state_bytes(phase: str, setup) -> int:
-    """0001 + 0002 + 0004: one block table and the (max_bs,) int32 seq_lens_k
-    and global_seq_lens_k buffers per backend (the draft: its first step
-    only); the target backend (decode, verify) keeps its tree-mask buffer
+    """0001 + 0004 + 0005 + 0006: one block table and the (max_bs,) int32
+    seq_lens_k buffer per backend (the draft: its first step only; a
+    global_seq_lens_k buffer only under DCP, which these scenarios do not
+    set); the target backend (decode, verify) keeps its tree-mask buffer
     (QLEN_ONLY: draft_tokens^2 bools per request), which the EAGLE worker
     writes. No unpad buffer (0004: ragged verify allocates its output)."""
     max_bs, draft_tokens = setup["max_bs"], setup["draft_tokens"]
-    total = _block_table_bytes(setup) + 2 * max_bs * INT32
+    total = _block_table_bytes(setup) + max_bs * INT32
     if phase in ("decode_graph", "verify_graph"):
         total += max_bs * draft_tokens * draft_tokens * BOOL
     return total
@@ -86,7 +87,7 @@ def test_graph_state_is_what_captured_graphs_read(results23, plan23, tree, phase
 
 @pytest.mark.parametrize("tree", ON_BOTH)
 def test_draft_steps_share_one_metadata(results23, plan23, tree):
-    """0002: every draft step's captured graph reads the same block table and
+    """0005: every draft step's captured graph reads the same block table and
     seq_lens_k (one refresh per iteration)."""
     for out in results23[tree].scenarios:
         for per_step in out.phases["draft_graph"].graph.capture_ptrs.values():
@@ -95,7 +96,7 @@ def test_draft_steps_share_one_metadata(results23, plan23, tree):
 
 @pytest.mark.parametrize("tree", ON_BOTH)
 def test_eager_draft_builds_one_steps_metadata(results23, plan23, tree):
-    """0002: the eager multi-step draft init launches what one DECODE backend's
+    """0005: the eager multi-step draft init launches what one DECODE backend's
     init launches for the same batch (v0.5.23: one build per step). Only
     scenarios with more than one step backend (steps > 2) can tell."""
     told = 0

@@ -1,0 +1,93 @@
+"""DCP 2 and 4, every rank: what each rank's kernel receives after every replay.
+
+``mla_harness.dcp_check`` sets the DCP group's size and rank in a process of
+its own (replacement 17), builds that tree's real backends, captures every
+batch size of every phase and replays new, partly padded batches (the
+out-of-graph call, the in-graph step: a real CUDA graph on a GPU, then the
+captured forward up to the kernel). v0.5.23 rebuilds a DCP graph's metadata
+on the host before each replay; the series rebuilds it inside the graph. On
+both trees every kernel call must equal a reference from ``req_to_token`` and
+the DCP layout alone (rank-local lengths, the page table over the rank's
+cyclic slice, ``max_seq_len``, and the global lengths where the forward hands
+them on), a stale replay must be caught at every size, and the two trees must
+hand the kernel the same tensors.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mla_harness import child
+
+pytestmark = pytest.mark.base("v0.5.23")
+
+SIZES = (2, 4)
+PHASES = ("draft", "decode", "verify", "extend_v2")
+MAX_BS = 4  # dcp_check.SETUP
+
+
+def _run(tree: Path, device: str, size: int, replays: int):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "records.pkl")
+        stdout = child.run(
+            "mla_harness.dcp_check",
+            tree,
+            device,
+            "--dcp-size",
+            str(size),
+            "--replays",
+            str(replays),
+            "--out",
+            str(out),
+            timeout=1800,
+        )
+        return json.loads(stdout.strip().splitlines()[-1]), pickle.loads(out.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def dcp23(trees23, device, request):
+    replays = min(request.config.getoption("--graph-replays"), 40) if device == "cuda" else 4
+    jobs = [(name, size) for size in SIZES for name in trees23]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {job: pool.submit(_run, trees23[job[0]], device, job[1], replays) for job in jobs}
+        return replays, {job: future.result() for job, future in futures.items()}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("tree", ["base", "patched"])
+def test_each_rank_kernel_reads_its_dcp_layout(dcp23, tree, size):
+    replays, results = dcp23
+    report, _ = results[(tree, size)]
+    print(json.dumps(report))
+    assert sorted({(r["rank"], r["phase"]) for r in report}) == sorted(
+        (rank, phase) for rank in range(size) for phase in PHASES
+    )
+    for r in report:
+        steps = 2 if r["phase"] == "draft" else 1  # the draft's step backends (3 steps)
+        assert r["calls"] == replays * steps, r
+        assert r["mismatches"] == 0, r
+        assert r["stale_caught"] == MAX_BS, r  # the comparison sees a stale replay
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_trees_hand_the_kernel_the_same_dcp_metadata(dcp23, size):
+    _, results = dcp23
+    base, patched = results[("base", size)][1], results[("patched", size)][1]
+    compared = 0
+    for rank_b, rank_p in zip(base, patched, strict=True):
+        for call_b, call_p in zip(rank_b, rank_p, strict=True):
+            assert call_b.keys() == call_p.keys()
+            for key, value in call_b.items():
+                if isinstance(value, np.ndarray):
+                    assert np.array_equal(value, call_p[key]), key
+                else:
+                    assert value == call_p[key], key
+            compared += 1
+    assert compared > 0
