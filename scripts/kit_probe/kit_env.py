@@ -8,7 +8,7 @@
 ``install()`` then applies replacement 2 (FlashInfer wrappers) and 9-11
 (construction stand-ins) and swaps ``TRTLLMMLABackend._run_decode_kernel`` for
 a float32 paged MLA decode (``paged_decode``) that records each call.
-``cpu_ctx()``: replacements 4 and 12 for the kit's run.
+``device_ctx()``: replacements 4 and 12 for the kit's run (on CPU only).
 """
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def enter(tree: str) -> None:
+def enter(tree: str, use_cuda: bool = False) -> None:
     sys.path.insert(0, str(SCRIPTS))
     from mla_harness import replacements
 
-    replacements.prepare_environment(False)
-    assert os.environ["TRITON_INTERPRET"] == "1"
+    replacements.prepare_environment(use_cuda)
+    assert use_cuda or os.environ["TRITON_INTERPRET"] == "1"
     sys.meta_path.insert(0, _StubFinder())
     sys.path.insert(0, str(Path(tree).resolve()))
 
@@ -79,36 +79,33 @@ def paged_decode(query, kv_cache, block_tables, seq_lens, scaling, v_dim=512):
     """softmax(q k^T * scaling) v, float32, over ``block_tables``' pages up to
     ``seq_lens``; query token i of a q_len-token request sees keys
     [0, seq_lens - q_len + i]. query (bs, q_len, H, D) or (bs, H, D);
-    kv_cache (pages, 1, page, D)."""
+    kv_cache (pages, 1, page, D). Static shapes and no host reads, so it can
+    be captured in a CUDA graph (the kit's runners capture the kernel call)."""
     import torch
 
     squeeze = query.dim() == 3
     q = query.unsqueeze(1) if squeeze else query
-    bs, q_len, heads, _ = q.shape
+    bs, q_len = q.shape[:2]
     kv = kv_cache.squeeze(1)
-    page = kv.shape[1]
-    out = torch.zeros(bs, q_len, heads, v_dim, dtype=torch.float32)
-    for b in range(bs):
-        n = int(seq_lens[b])
-        npages = -(-n // page)
-        pages = block_tables[b, :npages].long()
-        assert (pages >= 0).all(), (b, block_tables[b])
-        keys = kv[pages].reshape(npages * page, -1)[:n].float()
-        for i in range(q_len):
-            last = n - q_len + i
-            s = torch.einsum("hd,kd->hk", q[b, i].float(), keys[: last + 1]) * scaling
-            out[b, i] = s.softmax(-1) @ keys[: last + 1, :v_dim]
+    page, width = kv.shape[1], block_tables.shape[1]
+    keys = kv[block_tables.clamp(min=0).long()].reshape(bs, width * page, -1).float()
+    pos = torch.arange(width * page, device=q.device)
+    last = seq_lens[:, None].long() - q_len + torch.arange(q_len, device=q.device)
+    mask = pos[None, None, :] <= last[:, :, None]  # (bs, q_len, keys)
+    scores = torch.einsum("bqhd,bkd->bqhk", q.float(), keys) * scaling
+    scores = scores.masked_fill(~mask[:, :, None, :], float("-inf"))
+    out = torch.einsum("bqhk,bkd->bqhd", scores.softmax(-1).nan_to_num(0.0), keys[..., :v_dim])
     out = out.to(query.dtype)
     return out.squeeze(1) if squeeze else out
 
 
-def install() -> None:
+def install(use_cuda: bool = False) -> None:
     from sglang.srt.layers.attention import trtllm_mla_backend as module
 
     from mla_harness import replacements
 
     replacements.install_flashinfer_wrappers()
-    replacements.install_construction_stand_ins(module, False)
+    replacements.install_construction_stand_ins(module, use_cuda)
 
     def run(self, query, kv_cache, block_tables, seq_lens, max_seq_len, layer, **options):
         CALLS.append(
@@ -128,8 +125,11 @@ def install() -> None:
 
 
 @contextlib.contextmanager
-def cpu_ctx():
+def device_ctx(use_cuda: bool = False):
     from mla_harness import replacements
 
-    with replacements.cuda_factories_on_cpu(False), replacements.unpinned_host_on_cpu(False):
+    with (
+        replacements.cuda_factories_on_cpu(use_cuda),
+        replacements.unpinned_host_on_cpu(use_cuda),
+    ):
         yield

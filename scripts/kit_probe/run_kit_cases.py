@@ -1,14 +1,15 @@
-"""Run upstream's attention-kit trtllm_mla cases on one v0.5.23 tree, on CPU.
+"""Run upstream's attention-kit trtllm_mla cases on one v0.5.23 tree.
 
     python scripts/kit_probe/run_kit_cases.py --tree /work/main/build/v0.5.23/base/python \
         [--only verify|decode] [--case NAME] [--fixed-kit]
 
 Shapes as upstream's registered test_trtllm_mla.py (page 64, 4 heads,
 kv_lora_rank 512, rope 64, hidden 1024, max context 256, topk 1), dtype
-float16 (the kit's default), device cpu, ``_run_decode_kernel`` replaced by a
-float32 paged MLA decode (kit_env.paged_decode). ``--fixed-kit``: the kit's
-``prepare_mla_runner_inputs`` is made to write the prefix KV where the forward
-batch's ``req_to_token`` says it is (see kit_fix.py). Prints one JSON line per case.
+float16 (the kit's default), ``--device`` cpu (default) or cuda (real CUDA
+graphs), ``_run_decode_kernel`` replaced by a float32 paged MLA decode
+(kit_env.paged_decode). ``--fixed-kit``: the kit's ``prepare_mla_runner_inputs``
+is made to write the prefix KV where the forward batch's ``req_to_token`` says
+it is (see kit_fix.py). Prints one JSON line per case.
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def main() -> int:
         help="case name (the kit seeds the page shuffle with 3090 + len(name)); default:"
         " upstream's registered names",
     )
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args()
-    kit_env.enter(args.tree)
-    kit_env.install()
+    cuda = args.device == "cuda"
+    kit_env.enter(args.tree, cuda)
+    kit_env.install(cuda)
 
     import unittest
 
@@ -122,7 +125,12 @@ def main() -> int:
                 extend_lens=(n,) * len(prefix_lens),
             )
             fn = partial(
-                stv.run_mla_eagle_verify_cuda_graph_case, tc, case, topk=1, device="cpu", **SHAPE
+                stv.run_mla_eagle_verify_cuda_graph_case,
+                tc,
+                case,
+                topk=1,
+                device=args.device,
+                **SHAPE,
             )
         else:
             case = mla.MLAAttentionCase(
@@ -133,10 +141,10 @@ def main() -> int:
                 page_size=64,
                 prefix_lens=prefix_lens,
             )
-            fn = partial(run_mla_cuda_graph_decode_case, tc, case, device="cpu", **SHAPE)
+            fn = partial(run_mla_cuda_graph_decode_case, tc, case, device=args.device, **SHAPE)
         err = None
         try:
-            with kit_env.cpu_ctx(), torch.no_grad():
+            with kit_env.device_ctx(cuda), torch.no_grad():
                 fn()
         except AssertionError as exc:
             err = str(exc).strip().splitlines()

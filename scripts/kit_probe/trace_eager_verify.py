@@ -78,7 +78,7 @@ def main() -> int:
     )
     report = {"prefix": P, "drafts": N, "seed": 3090 + args.name_len, "fixed_kit": args.fixed_kit}
     tc = unittest.TestCase()
-    with kit_env.cpu_ctx(), torch.no_grad():
+    with kit_env.device_ctx(), torch.no_grad():
         fx = mla.build_mla_attention_fixture(
             tc,
             case,

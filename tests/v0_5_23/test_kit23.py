@@ -24,7 +24,8 @@ correctly, and finds the wrong K/V there. So the kit is wrong, not v0.5.23:
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
-``seq_lens - q_len + i``), under TRITON_INTERPRET=1 on CPU.
+``seq_lens - q_len + i``), under TRITON_INTERPRET=1 on CPU; where CUDA is visible, on the GPU with the
+kit's real CUDA graphs.
 """
 
 from __future__ import annotations
@@ -72,16 +73,17 @@ def run_cases(tree: Path, cases, *extra: str) -> list[dict]:
     return rows
 
 
-def _both(trees23, cases, *extra):
+def _both(trees23, device, cases, *extra):
+    extra = ("--device", device, *extra)
     with ThreadPoolExecutor(2) as pool:
         futures = {n: pool.submit(run_cases, t, cases, *extra) for n, t in trees23.items()}
         return {n: f.result() for n, f in futures.items()}
 
 
 @pytest.mark.parametrize("name", [None, NAME43], ids=["registered-names", "name43"])
-def test_kit_cases(trees23, name):
+def test_kit_cases(trees23, device, name):
     extra = ["--fixed-kit"] + (["--name", name] if name else [])
-    out = _both(trees23, CASES, *extra)
+    out = _both(trees23, device, CASES, *extra)
     failed = {
         tree: [
             (r["kind"], r["prefix_lens"], r["draft_tokens"], r.get("error"))
@@ -93,11 +95,11 @@ def test_kit_cases(trees23, name):
     assert failed == {tree: [] for tree in out}
 
 
-def test_kit_as_shipped_misplaces_prefix_kv(trees23):
+def test_kit_as_shipped_misplaces_prefix_kv(trees23, device):
     """The kit as shipped fails these cases identically on both trees (not a
     v0.5.23 bug, so not a strict xfail: this suite keeps those for the base
     halves of fixes). Once upstream fixes the kit this fails: drop kit_fix."""
-    out = _both(trees23, SHIPPED_FAILS, "--name", NAME43)
+    out = _both(trees23, device, SHIPPED_FAILS, "--name", NAME43)
     for tree, rows in out.items():
         assert [r["ok"] for r in rows] == [False] * len(SHIPPED_FAILS), (tree, rows)
         for r in rows:  # the eager leg's assertion, the first of the case
