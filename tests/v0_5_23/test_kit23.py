@@ -24,8 +24,8 @@ correctly, and finds the wrong K/V there. So the kit is wrong, not v0.5.23:
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
-``seq_lens - q_len + i``), under TRITON_INTERPRET=1 on CPU; where CUDA is visible, on the GPU with the
-kit's real CUDA graphs.
+``seq_lens - q_len + i``), under TRITON_INTERPRET=1 on CPU; where CUDA is
+visible, on the GPU with the kit's real CUDA graphs.
 """
 
 from __future__ import annotations
