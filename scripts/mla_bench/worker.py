@@ -158,14 +158,22 @@ class TreeBench:
     def forward_graph(self, driver, bs: int):
         """``replay`` of a CUDA graph of the forward captured at ``bs`` (its
         attention layers, kernel left out), or None where they launch nothing
-        (or off CUDA)."""
+        (or off CUDA). Under DCP only the graph's metadata step is captured:
+        the DCP layers do no metadata work of their own (they slice the
+        captured lengths) and end in the cross-rank zero-KV fixup, which the
+        bench does not run (replacement 17)."""
         from functools import partial
 
         from mla_harness.driver import ForwardGraph
 
         if not self.cuda:
             return None
-        run = partial(driver.graph_step, bs, driver.query(bs))
+        if self.cfg.get("dcp_size", 1) > 1:
+            run = driver.in_graph(bs)
+            if run is None:
+                return None
+        else:
+            run = partial(driver.graph_step, bs, driver.query(bs))
         forward = ForwardGraph(run, self.device, skip_idle=True)
         return None if forward.graph is None else forward.graph.replay
 

@@ -148,6 +148,13 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
    1139-1155``), over other tokens' slots once a prefix passes one page (issue
    25; ``patches/v0.5.23/PR.md``). The correction writes each token where
    ``req_to_token`` says; ``test_kit23`` also runs the kit as shipped.
+
+The series' upstream test file (patches/v0.5.23 0007) runs in a child with
+``tests/v0_5_23/registered_env23.py`` as a pytest plugin: 1-5, 9-12, and
+
+20. ``datasets`` (when not installed): an absent module, as in 3.
+   ``sglang.test.test_utils`` (``CustomTestCase``) imports the serving
+   benchmark, which imports it at module load; the file never calls it.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ SECTIONS = (
     "Benchmarking and Profiling",
     "Checklist",
 )
-_ROW = re.compile(r"^\|\s*(\d{4})\s*\|\s*`?(\[(?:fix|perf)\][^|`]*?)`?\s*\|")
+_ROW = re.compile(r"^\|\s*(\d{4})\s*\|\s*`?(\[(?:fix|perf|test)\][^|`]*?)`?\s*\|")
 
 
 def subject(patch: Path) -> str:

@@ -1,0 +1,46 @@
+"""pytest plugin (``-p registered_env23``) for the upstream test file's child run.
+
+The upstream file (patches/v0.5.23 0007, ``test/registered/attention/
+test_trtllm_mla_cuda_graph_metadata.py``) assumes upstream's CI: FlashInfer,
+sgl_kernel and a GPU. This project's machines have neither package (and the
+CPU host no GPU), so the child installs the harness's replacements before the
+file imports sglang (``mla_harness.replacements``, each with its reason):
+1, 3, 5 (``prepare_environment``), 2 (``install_flashinfer_wrappers``), 9-11
+(``install_construction_stand_ins``), and on CPU 4 and 12 for the whole run
+(``cuda_factories_on_cpu``, ``unpinned_host_on_cpu``: the constructors'
+hard-coded ``device="cuda"`` factories and pinned host buffers). The device
+comes from ``REGTEST_DEVICE`` ("cpu" or "cuda").
+
+And 20: ``datasets`` (when not installed) is served as an absent module
+(replacement 3's mechanism). ``sglang.test.test_utils``
+(``CustomTestCase``) imports the serving benchmark, which imports it at
+module load; nothing the file runs calls it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+
+from mla_harness import replacements
+
+USE_CUDA = os.environ.get("REGTEST_DEVICE", "cpu") == "cuda"
+replacements.prepare_environment(USE_CUDA)
+if importlib.util.find_spec("datasets") is None:
+    sys.meta_path.insert(0, replacements._AbsentFinder(["datasets"]))
+_modes = contextlib.ExitStack()
+
+
+def pytest_configure(config):
+    from sglang.srt.layers.attention import trtllm_mla_backend
+
+    replacements.install_flashinfer_wrappers()
+    replacements.install_construction_stand_ins(trtllm_mla_backend, USE_CUDA)
+    _modes.enter_context(replacements.cuda_factories_on_cpu(USE_CUDA))
+    _modes.enter_context(replacements.unpinned_host_on_cpu(USE_CUDA))
+
+
+def pytest_unconfigure(config):
+    _modes.close()
