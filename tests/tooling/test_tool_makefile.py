@@ -261,3 +261,32 @@ def test_recipes_are_silent():
     lines = (ROOT / "Makefile").read_text().splitlines()
     recipes = [line for line in lines if line.startswith("\t")]
     assert recipes and all(line.startswith("\t@") for line in recipes)
+
+
+def _old_interpreters() -> list[str]:
+    """Real Pythons before 3.6 (no f-strings) found on this machine."""
+    found = []
+    for name in ("python2.7", "python3.5"):
+        candidates = [shutil.which(name), *Path.home().glob(f".pyenv/versions/*/bin/{name}")]
+        for candidate in candidates:
+            if candidate and subprocess.run([str(candidate), "-c", ""]).returncode == 0:
+                found.append(str(candidate))
+                break
+    return found
+
+
+@pytest.mark.bad_input
+def test_pyversion_is_python2_syntax():
+    """pyversion.py must parse in any Python (issue 22: python2.7 got a traceback)."""
+    source = (ROOT / "scripts" / "sglpatch" / "pyversion.py").read_text()
+    assert 'f"' not in source and "f'" not in source
+    for python in _old_interpreters():
+        proc = subprocess.run(
+            [python, "-m", "sglpatch", "apply"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("sglpatch: error: needs Python 3.11+"), proc.stderr
