@@ -45,11 +45,13 @@ _ISOLATED_CONFIG = (
     "tag.gpgSign=false",
 )
 # Operations a work tree can be in the middle of: marker in the git dir ->
-# (what, the command that continues or aborts it). rebase-apply/applying: git am.
+# (what, the command that continues or aborts it). rebase-apply/applying: git am;
+# rebase-apply alone: a git am (or rebase) stopped before it wrote which it is.
 _BUSY_MARKERS = {
     "rebase-merge": ("a rebase", "git rebase"),
     "rebase-apply/applying": ("a git am", "git am"),
-    "rebase-apply": ("a rebase", "git rebase"),
+    "rebase-apply/rebasing": ("a rebase", "git rebase"),
+    "rebase-apply": ("a git am or rebase", "git am"),
     "MERGE_HEAD": ("a merge", "git merge"),
     "CHERRY_PICK_HEAD": ("a cherry-pick", "git cherry-pick"),
     "REVERT_HEAD": ("a revert", "git revert"),
@@ -64,6 +66,8 @@ class Busy(NamedTuple):
 
     what: str
     command: str
+    # The marker found in the git dir (a key of _BUSY_MARKERS).
+    marker: str = ""
 
     def advice(self) -> str:
         """How to get out of it."""
@@ -148,7 +152,7 @@ class Git:
         git_dir = self.git_dir()
         for marker, (what, command) in _BUSY_MARKERS.items():
             if (git_dir / marker).exists():
-                return Busy(what, command)
+                return Busy(what, command, marker)
         return None
 
     def dirty_paths(self) -> list[str]:

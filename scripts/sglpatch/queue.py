@@ -151,7 +151,10 @@ def foreign_work(git: Git, building: Building) -> str:
     recorded or committed itself, and changes to the files it was rewriting.
     """
     busy = git.busy()
-    if busy and not (busy.command == "git am" and building.am is not None):
+    # The stamp names the patch git am was applying: a rebase-apply that is not a
+    # rebase's is that git am's, at any moment (even an empty one, left at its start).
+    own_am = busy is not None and busy.marker in ("rebase-apply/applying", "rebase-apply")
+    if busy and not (own_am and building.am is not None):
         return f"{busy.what} in progress"
     heads = [head for head in building.heads if git.rev(f"{head}^{{commit}}")]
     log = git.out("log", "--format=%H %ce", "HEAD", "--not", *heads).splitlines()

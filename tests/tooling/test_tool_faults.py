@@ -93,6 +93,32 @@ def test_interrupted_apply_recovers(rebuilding: Workspace, tmp_path: Path, hook,
     space.ok("check-patches")
 
 
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+    ids=["sigint", "sigterm", "sighup", "sigkill"],
+)
+def test_interrupt_as_git_am_starts_recovers(rebuilding: Workspace, tmp_path: Path, signum):
+    """Stopped at git am's first moment: an empty .git/rebase-apply (git made the
+    folder, nothing in it yet). The stamp says the tool's git am ran: the next
+    apply takes it for its own and rebuilds; check-patches and export then work."""
+    space = rebuilding
+    gate = Gate.create(tmp_path / "gate")
+    env = gate.git_shim("am", before="mkdir .git/rebase-apply")
+    gate.arm(1)
+    running = space.start("apply", env=env)
+    gate.wait_inside(running)
+    assert (space.tree / ".git" / "rebase-apply").is_dir()
+    running.signal(signum, group=True)
+    running.wait()
+    gate.release()
+    assert not list((space.tree / ".git" / "rebase-apply").iterdir())
+    assert "was interrupted: rebuilding" in space.ok("apply").stderr
+    _assert_complete(space)
+    space.ok("check-patches")
+    space.ok("export")
+
+
 def test_work_after_an_interrupted_apply_is_kept(rebuilding: Workspace, tmp_path: Path):
     """A commit or an edit made in the tree after an interrupt is the user's: refused."""
     space = rebuilding
