@@ -119,13 +119,16 @@ class Git:
         check: bool = True,
         input: bytes | None = None,
         env: dict[str, str] | None = None,
+        shielded: bool = False,
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``git args``; raise GitError on failure when ``check``."""
+        """Run ``git args``; raise GitError on failure when ``check``. A ``shielded``
+        git runs in a process group of its own: a Ctrl-C of the job does not stop
+        it half-way (hold the signals meanwhile: ``interrupt.deferred``)."""
         if not self.cwd.is_dir():
             raise UserError(f"git {' '.join(args[:2])}: {self.cwd} is not a directory")
         if shutil.which("git", path=os.environ.get("PATH", os.defpath)) is None:
             raise UserError("git not found on PATH: install git and retry")
-        proc = run_child(self.argv(args), self.cwd, self.env(env), input)
+        proc = run_child(self.argv(args), self.cwd, self.env(env), input, shielded)
         if check and proc.returncode != 0:
             raise _failure(args, self.cwd, proc)
         return proc
@@ -162,7 +165,11 @@ class Git:
 
 
 def run_child(
-    argv: list[str], cwd: Path, env: dict[str, str], input: bytes | None = None
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    input: bytes | None = None,
+    shielded: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a command to completion; on an interrupt, SIGTERM it and let it clean up.
 
@@ -176,6 +183,7 @@ def run_child(
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        process_group=0 if shielded else None,
     ) as proc:
         try:
             stdout, stderr = proc.communicate(input)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -403,3 +404,27 @@ def test_an_interrupted_export_leaves_the_old_series_or_the_new(renumbered: Work
     space.ok("check-patches")  # finishes what a kill left
     assert len(_entries(space.patches)) == 2
     assert sorted(_patch_bytes(space.patches)) == _entries(space.patches)
+
+
+@pytest.mark.bad_input
+def test_a_message_with_raw_non_utf8_bytes_is_named(workspace: Workspace):
+    """Issue 22: refused with the reason for '---' lines, which it has none of."""
+    workspace.ok("apply")
+    tree = workspace.tree
+    edit_target(tree, "import logging\n", "import logging  # latin-1\n")
+    commit_all(tree, "Dev <dev@example.com>", "Cafe fix", "2026-07-01T00:00Z")
+    # git commit re-encodes a Latin-1 message: write the raw bytes in the object.
+    raw = run(["git", "cat-file", "commit", "HEAD"], cwd=tree).stdout.encode()
+    headers = raw.partition(b"\n\n")[0]
+    latin = headers + b"\n\nCaf\xe9 fix\n\nBody in Latin-1: na\xefve.\n"
+    made = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+        cwd=tree,
+        input=latin,
+        capture_output=True,
+        check=True,
+    )
+    git(tree, "update-ref", "HEAD", made.stdout.decode().strip())
+    error = one_error_line(workspace.tool("export"))
+    assert "its message is not UTF-8 (raw bytes on line 1" in error
+    assert "---" not in error
