@@ -293,8 +293,7 @@ fi
         shim = self.folder / "bin" / "git"
         shim.parent.mkdir(exist_ok=True)
         shim.write_text(
-            f'#!/bin/sh\ncase " $* " in *" {pattern} "*)\n{first}{wait};;\nesac\n'
-            f'exec {real} "$@"\n'
+            f'#!/bin/sh\ncase " $* " in *" {pattern} "*)\n{first}{wait};;\nesac\nexec {real} "$@"\n'
         )
         shim.chmod(0o755)
         return {"PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}

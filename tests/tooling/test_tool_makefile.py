@@ -250,9 +250,7 @@ def test_an_empty_sglang_dir_is_an_error(sandbox: Path, how: str):
     else:
         proc = _make(sandbox, "apply", SGLANG_DIR="")
     assert proc.returncode == 2
-    assert "sglpatch: error: SGLANG_DIR='' is empty: name the root of your SGLang" in (
-        proc.stderr
-    )
+    assert "sglpatch: error: SGLANG_DIR='' is empty: name the root of your SGLang" in (proc.stderr)
     assert not (sandbox / "build").exists()
 
 
