@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -331,3 +332,19 @@ def test_two_fork_applies_at_once(series_space: Workspace, fork: Path, tmp_path:
     gate.release()
     assert first.wait() == 0, first.output()
     assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+
+
+@pytest.mark.bad_input
+def test_the_readmes_branch_names_match_the_series():
+    """Issue 22: the README's example branch sglpatch/v0.5.23-3-patches was made as
+    -4-patches. A branch name with a count must have the series' count."""
+    from sgltest import ROOT
+
+    from sglpatch import series as series_mod
+    from sglpatch.layout import Layout
+
+    for readme in (ROOT / "README.md", ROOT / "scripts" / "sglpatch" / "README.md"):
+        for match in re.finditer(r"sglpatch/v(\d+\.\d+\.\d+)-(\d+)-patches", readme.read_text()):
+            layout = Layout.create(base=f"v{match[1]}")
+            count = len(series_mod.load(layout.patches))
+            assert int(match[2]) == count, f"{readme.name}: {match[0]}, but {count} patch(es)"
