@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,5 +105,7 @@ def text(names: list[str]) -> bytes:
 
 
 def write(directory: Path, names: list[str]) -> None:
-    """Write the series file listing ``names`` in order."""
-    (directory / "series").write_bytes(text(names))
+    """Write the series file listing ``names`` in order, atomically."""
+    temporary = directory / ".series.sglpatch-new"
+    temporary.write_bytes(text(names))
+    os.replace(temporary, directory / "series")
