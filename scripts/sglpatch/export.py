@@ -9,15 +9,17 @@ import shutil
 from pathlib import Path
 
 from sglpatch import findings as findings_mod
-from sglpatch import interrupt, roundtrip, scratch
+from sglpatch import roundtrip
 from sglpatch import series as series_mod
 from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError
 from sglpatch.gitcmd import Git
+from sglpatch.interrupt import deferred
 from sglpatch.layout import Layout
 from sglpatch.pin import Pin, load_pin
 from sglpatch.queue import BRANCH, open_build_tree, require_built_from, require_current
+from sglpatch.scratch import NEW_EXPORT, discard, new_dir
 from sglpatch.stamp import Stamp
 
 # Settings that could change format-patch output, pinned to git's defaults.
@@ -154,7 +156,7 @@ _PLAN = "plan.json"
 def _record_plan(layout: Layout, writes: dict[str, bytes], removes: list[str], head) -> None:
     """Record the whole export in ``build/<base>/.export-pending`` before patches/
     changes: made aside and renamed, it is there complete or not at all."""
-    work = scratch.new_dir(layout, scratch.NEW_EXPORT)
+    work = new_dir(layout, NEW_EXPORT)
     try:
         (work / "files").mkdir()
         for name, data in writes.items():
@@ -177,7 +179,7 @@ def finish_export(layout: Layout) -> bool:
     except (OSError, ValueError):
         return False
     directory = Path(plan["patches"])
-    with interrupt.deferred():
+    with deferred():
         directory.mkdir(parents=True, exist_ok=True)
         for name in plan["write"]:
             temporary = directory / f".{name}.sglpatch-new"
@@ -191,7 +193,7 @@ def finish_export(layout: Layout) -> bool:
                 note(f"removed {name} (its commit is gone from {layout.sglang})")
         if directory == layout.patches:
             _restamp(layout, plan["head"])
-        scratch.discard(layout, pending)
+        discard(layout, pending)
     return True
 
 
