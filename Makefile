@@ -22,24 +22,29 @@ endif
 MAKEFILE := $(abspath $(lastword $(MAKEFILE_LIST)))
 ROOT := $(patsubst %/,%,$(dir $(MAKEFILE)))
 
-# The values above reach recipes only through the environment: a recipe reads
-# "$$SGLPATCH_MK_X" (one word, never re-read as shell code) and no recipe line
-# holds $(X) itself, so quotes, backticks, $$(...) or ';' in a value stay data.
+# The values above reach recipes only through the environment, as the text the
+# user typed ($(value X): make expands nothing in it, so $(shell ...) or a '$'
+# in a path stays data): a recipe reads "$$SGLPATCH_MK_X" (one word, never
+# re-read as shell code) and no recipe line holds $(X) itself, so quotes,
+# backticks, $$(...) or ';' in a value stay data. Recipes are silent (@): what
+# a target prints is its program's own lines.
 # Word lists (PYTEST_ARGS, BENCH_ARGS) are split by pytest (PYTEST_ADDOPTS) or
 # by the shell with globbing off.
-export SGLPATCH_MK_PYTHON = $(PYTHON)
-export SGLPATCH_MK_VENV = $(VENV)
-export SGLPATCH_MK_BUILD = $(BUILD)
-export SGLPATCH_MK_SOURCE = $(SOURCE)
-export SGLPATCH_MK_BASE = $(BASE)
-export SGLPATCH_MK_SGLANG_DIR = $(SGLANG_DIR)
-export SGLPATCH_MK_THREE_WAY = $(THREE_WAY)
-export SGLPATCH_MK_VERSION = $(VERSION)
-export SGLPATCH_MK_BENCH_ARGS = $(BENCH_ARGS)
-export SGLPATCH_MK_PYTEST_ARGS = $(PYTEST_ARGS)
+# make itself exports a variable set on the command line, expanding it: not these.
+unexport PYTHON VENV BUILD SOURCE BASE SGLANG_DIR THREE_WAY VERSION BENCH_ARGS PYTEST_ARGS
+export SGLPATCH_MK_PYTHON = $(value PYTHON)
+export SGLPATCH_MK_VENV = $(value VENV)
+export SGLPATCH_MK_BUILD = $(value BUILD)
+export SGLPATCH_MK_SOURCE = $(value SOURCE)
+export SGLPATCH_MK_BASE = $(value BASE)
+export SGLPATCH_MK_SGLANG_DIR = $(value SGLANG_DIR)
+export SGLPATCH_MK_THREE_WAY = $(value THREE_WAY)
+export SGLPATCH_MK_VERSION = $(value VERSION)
+export SGLPATCH_MK_BENCH_ARGS = $(value BENCH_ARGS)
+export SGLPATCH_MK_PYTEST_ARGS = $(value PYTEST_ARGS)
 export SGLPATCH_MK_ROOT = $(ROOT)
 export SGLPATCH_MK_MAKEFILE = $(MAKEFILE)
-export SGLPATCH_MK_CALLER_DIR = $(or $(PWD),$(CURDIR))
+export SGLPATCH_MK_CALLER_DIR = $(or $(value PWD),$(CURDIR))
 
 IN_ROOT := cd "$$SGLPATCH_MK_ROOT" &&
 VPY  := "$$SGLPATCH_MK_VENV/bin/python"
@@ -49,8 +54,12 @@ TOOL := $(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch --build
 # targets take the default base. One word, "--base=...", whatever it holds.
 ONE_BASE  := $(if $(value BASE),"--base=$$SGLPATCH_MK_BASE")
 EACH_BASE := $(if $(value BASE),"--base=$$SGLPATCH_MK_BASE",--all-bases)
+# SGLANG_DIR set by the user (on the command line or in the environment), even
+# empty: a fork apply (an empty one is refused by sglpatch, never taken for a
+# build apply).
+FORK := $(filter command environment,$(firstword $(origin SGLANG_DIR)))
 # make's own name for the venv's stamp file (VENV is relative to ROOT).
-VENV_STAMP := $(if $(filter /%,$(VENV)),$(VENV),$(ROOT)/$(VENV))/.installed
+VENV_STAMP := $(if $(filter /%,$(value VENV)),$(value VENV),$(ROOT)/$(value VENV))/.installed
 
 .DEFAULT_GOAL := help
 .PHONY: help apply export check-patches check-upstream bundle venv test lint bench clean
@@ -59,41 +68,41 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {gsub(/\$$\(BUILD\)/, ENVIRON["SGLPATCH_MK_BUILD"], $$2); gsub(/\$$\(VENV\)/, ENVIRON["SGLPATCH_MK_VENV"], $$2); printf "  %-16s %s\n", $$1, $$2}' "$$SGLPATCH_MK_MAKEFILE"
 
 apply: ## Build $(BUILD)/<base>/sglang = base + patches/<base>/series, every base or BASE=<name> (SGLANG_DIR=<checkout> [THREE_WAY=1]: a fork; SOURCE=wheel|git)
-	$(TOOL) $(if $(value SGLANG_DIR),$(ONE_BASE),$(EACH_BASE)) apply --source "$$SGLPATCH_MK_SOURCE" $(if $(value SGLANG_DIR),--sglang-dir "$$SGLPATCH_MK_SGLANG_DIR") $(if $(filter 1,$(value THREE_WAY)),--three-way)
+	@$(TOOL) $(if $(FORK),$(ONE_BASE),$(EACH_BASE)) apply --source "$$SGLPATCH_MK_SOURCE" $(if $(FORK),--sglang-dir "$$SGLPATCH_MK_SGLANG_DIR") $(if $(filter 1,$(value THREE_WAY)),--three-way)
 
 export: ## Regenerate patches/<base>/*.patch and series from the commits above the base tag (BASE=<name>; default: the default base)
-	$(TOOL) $(ONE_BASE) export
+	@$(TOOL) $(ONE_BASE) export
 
 check-patches: apply ## Fail if patches/<base>/ differs from a fresh export or series and directory disagree (every base, or BASE=<name>)
-	$(TOOL) $(EACH_BASE) check-patches
+	@$(TOOL) $(EACH_BASE) check-patches
 
 check-upstream: ## Per patch against a newer release, what to do (drop, rebase, port): VERSION=X.Y.Z [BASE=<name>]
-	$(TOOL) $(ONE_BASE) check-upstream --version "$$SGLPATCH_MK_VERSION"
+	@$(TOOL) $(ONE_BASE) check-upstream --version "$$SGLPATCH_MK_VERSION"
 
 bundle: apply ## Offline bundle for air-gapped GPU hosts (cp312 wheels + a base's trees) in $(BUILD)/<base>/bundle (BASE=<name>)
-	$(TOOL) $(ONE_BASE) bundle
+	@$(TOOL) $(ONE_BASE) bundle
 
 venv: $(VENV_STAMP) ## Create the pinned virtual environment $(VENV) (5.9 GiB)
 
 $(VENV_STAMP): $(ROOT)/ci/requirements.txt
-	$(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch.pyversion
+	@$(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch.pyversion
 	@echo "make venv: installing ci/requirements.txt into $$SGLPATCH_MK_VENV: 5.9 GiB once installed (torch is a CUDA build); pip shows each package"
-	$(IN_ROOT) "$$SGLPATCH_MK_PYTHON" -m venv "$$SGLPATCH_MK_VENV"
-	$(IN_ROOT) $(VPY) -m pip install --disable-pip-version-check --progress-bar on -r ci/requirements.txt
-	$(IN_ROOT) touch "$$SGLPATCH_MK_VENV/.installed"
+	@$(IN_ROOT) "$$SGLPATCH_MK_PYTHON" -m venv "$$SGLPATCH_MK_VENV"
+	@$(IN_ROOT) $(VPY) -m pip install --disable-pip-version-check --progress-bar on -r ci/requirements.txt
+	@$(IN_ROOT) touch "$$SGLPATCH_MK_VENV/.installed"
 
 test: venv apply ## Run the test suite for every base, or BASE=<name> (CPU under TRITON_INTERPRET=1; GPU tests too when CUDA is visible)
-	$(IN_ROOT) PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest $(ONE_BASE)
+	@$(IN_ROOT) PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest $(ONE_BASE)
 
 lint: venv apply ## pre-commit: upstream's hooks on the patched files (every base, or BASE=<name>), ruff on this project's code
-	$(IN_ROOT) "$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure
-	$(IN_ROOT) PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" $(EACH_BASE) lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
+	@$(IN_ROOT) "$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure
+	@$(IN_ROOT) PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" $(EACH_BASE) lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
 
 bench: venv apply ## EAGLE metadata benchmark, base vs patched (BASE=<name>; default: the default base; BENCH_ARGS="--help" for flags)
-	set -f && $(IN_ROOT) PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $(ONE_BASE) $$SGLPATCH_MK_BENCH_ARGS
+	@set -f && $(IN_ROOT) PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $(ONE_BASE) $$SGLPATCH_MK_BENCH_ARGS
 
 clean: ## Remove $(BUILD) (the wheel cache included) and $(VENV)
-	$(IN_ROOT) rm -rf -- "$$SGLPATCH_MK_BUILD" "$$SGLPATCH_MK_VENV"
+	@$(IN_ROOT) rm -rf -- "$$SGLPATCH_MK_BUILD" "$$SGLPATCH_MK_VENV"
 
 # Any other goal: one line that points at `make help`. The name reaches the
 # shell through the environment, as every value a user types does.

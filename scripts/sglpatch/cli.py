@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _apply(layout: Layout, args: argparse.Namespace) -> int:
     """apply: build the tree, or apply the series to a checkout."""
-    if args.sglang_dir:
+    if args.sglang_dir is not None:
         from sglpatch.fork import apply_to_checkout
 
         apply_to_checkout(layout, _checkout_dir(args.sglang_dir), three_way=args.three_way)
@@ -40,6 +40,11 @@ def _apply(layout: Layout, args: argparse.Namespace) -> int:
 def _checkout_dir(text: str) -> Path:
     """The checkout folder the user named, absolute; refuse one that is not a folder,
     saying which absolute path was tried."""
+    if not text.strip():
+        raise UserError(
+            f"{spelled('SGLANG_DIR', '--sglang-dir', repr(text))} is empty: name the root"
+            " of your SGLang checkout (leave it out to build the build tree)"
+        )
     path = user_path(text)
     if not path.is_dir():
         typed_absolute = text.startswith("~") or Path(text).is_absolute()
@@ -119,7 +124,7 @@ def _layouts(args: argparse.Namespace) -> list[Layout]:
             "--all-bases takes each base's own series: drop --base, --patches, --pin"
             " and SGLPATCH_PATCHES_DIR, or pick one base with --base"
         )
-    if args.command not in EVERY_BASE_COMMANDS or getattr(args, "sglang_dir", None):
+    if args.command not in EVERY_BASE_COMMANDS or getattr(args, "sglang_dir", None) is not None:
         raise UserError(
             f"--all-bases works with {', '.join(EVERY_BASE_COMMANDS)} (apply: not with"
             f" {spelled('SGLANG_DIR', '--sglang-dir')}): pick one base with"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 from sglpatch import findings as findings_mod
@@ -12,9 +15,11 @@ from sglpatch import stamp as stamp_mod
 from sglpatch.console import note
 from sglpatch.errors import CheckFailed, UserError
 from sglpatch.gitcmd import Git
+from sglpatch.interrupt import deferred
 from sglpatch.layout import Layout
 from sglpatch.pin import Pin, load_pin
 from sglpatch.queue import BRANCH, open_build_tree, require_built_from, require_current
+from sglpatch.scratch import NEW_EXPORT, discard, new_dir
 from sglpatch.stamp import Stamp
 
 # Settings that could change format-patch output, pinned to git's defaults.
@@ -128,19 +133,68 @@ def export_series(layout: Layout) -> list[str]:
     _refuse_unfinished(layout, pin)
     patches = render(layout)
     _refuse_partial(layout, len(patches))
-    directory = layout.patches
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, data in patches.items():
-        _write_if_changed(directory / name, data)
-    for stale in listed.paths:
-        if stale.name not in patches:
-            stale.unlink()
-            note(f"removed {stale.name} (its commit is gone from {layout.sglang})")
-    if [e.name for e in series_mod.read_entries(directory)] != list(patches):
-        series_mod.write(directory, list(patches))
-    _restamp(layout)
-    note(f"exported {len(patches)} patch(es) to {directory}")
+    writes = {
+        name: data
+        for name, data in patches.items()
+        if not (layout.patches / name).is_file() or (layout.patches / name).read_bytes() != data
+    }
+    if [e.name for e in series_mod.read_entries(layout.patches)] != list(patches):
+        writes["series"] = series_mod.text(list(patches))
+    removes = [stale.name for stale in listed.paths if stale.name not in patches]
+    head = Git(layout.sglang).rev(f"refs/heads/{BRANCH}")
+    _record_plan(layout, writes, removes, head)
+    finish_export(layout)
+    note(f"exported {len(patches)} patch(es) to {layout.patches}")
     return list(patches)
+
+
+# The export being written: its new files and what it does, in the build folder.
+PENDING = ".export-pending"
+_PLAN = "plan.json"
+
+
+def _record_plan(layout: Layout, writes: dict[str, bytes], removes: list[str], head) -> None:
+    """Record the whole export in ``build/<base>/.export-pending`` before patches/
+    changes: made aside and renamed, it is there complete or not at all."""
+    work = new_dir(layout, NEW_EXPORT)
+    try:
+        (work / "files").mkdir()
+        for name, data in writes.items():
+            (work / "files" / name).write_bytes(data)
+        plan = {"patches": str(layout.patches), "write": list(writes), "remove": removes}
+        (work / _PLAN).write_text(json.dumps({**plan, "head": head}, indent=1) + "\n")
+        work.rename(layout.build / PENDING)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def finish_export(layout: Layout) -> bool:
+    """Carry out a recorded export (this run's, or one a signal cut short): patches/
+    then holds the new series as a whole, and the tree's stamp says it was built
+    from it. Signals wait until it is done; a kill leaves the record for the next
+    command (any that takes the build lock) to finish. True when there was one."""
+    pending = layout.build / PENDING
+    try:
+        plan = json.loads((pending / _PLAN).read_text())
+    except (OSError, ValueError):
+        return False
+    directory = Path(plan["patches"])
+    with deferred():
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in plan["write"]:
+            temporary = directory / f".{name}.sglpatch-new"
+            shutil.copyfile(pending / "files" / name, temporary)
+            os.replace(temporary, directory / name)
+            if name != "series":
+                note(f"wrote {name}")
+        for name in plan["remove"]:
+            if (directory / name).exists():
+                (directory / name).unlink()
+                note(f"removed {name} (its commit is gone from {layout.sglang})")
+        if directory == layout.patches:
+            _restamp(layout, plan["head"])
+        discard(layout, pending)
+    return True
 
 
 def _refuse_unfinished(layout: Layout, pin: Pin) -> None:
@@ -182,21 +236,14 @@ def _refuse_partial(layout: Layout, count: int) -> None:
         )
 
 
-def _restamp(layout: Layout) -> None:
-    """Record that the build tree now is what the exported series builds."""
+def _restamp(layout: Layout, head: str | None) -> None:
+    """Record that the build tree (``patched`` at ``head``) now is what the
+    exported series builds."""
     old = stamp_mod.read(layout.sglang)
     if old is not None:
         pin = load_pin(layout.pin_file)
         patches = stamp_mod.patches_digest(pin, series_mod.load(layout.patches))
-        head = Git(layout.sglang).rev(f"refs/heads/{BRANCH}")
         stamp_mod.write(layout.sglang, Stamp(old.base, patches, head, True))
-
-
-def _write_if_changed(path: Path, data: bytes) -> None:
-    """Write ``data`` unless the file already holds exactly it."""
-    if not path.exists() or path.read_bytes() != data:
-        path.write_bytes(data)
-        note(f"wrote {path.name}")
 
 
 def check_patches(layout: Layout) -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shlex
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from sglpatch import interrupt
 from sglpatch import series as series_mod
 from sglpatch.console import note
 from sglpatch.errors import UserError
@@ -27,19 +32,63 @@ def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> st
     pin = load_pin(layout.pin_file)
     series = series_mod.load(layout.patches)
     git = open_checkout(path, pin)
+    _refuse_own_tree(layout, git)
     branch = f"sglpatch/{pin.tag}-{len(series)}-patches"
-    _check_ready(git, series, branch)
-    blob = git.rev(f"HEAD:{pin.target}")
-    if blob != pin.target_blob and not three_way:
-        raise _differs(git, pin, series, blob)
-    start = _where(git)
-    commit = _apply_in_worktree(git, series, branch, three_way)
-    _create_and_switch(git, branch, commit, len(series))
-    note(
-        f"{git.cwd}: on new branch {branch}: {len(series)} commit(s) on top of"
-        f" {_describe(git, start)}, where HEAD was (`git checkout {_name(start)}` goes back)"
-    )
+    with fork_lock(git):
+        _check_ready(git, series, branch)
+        blob = git.rev(f"HEAD:{pin.target}")
+        if blob != pin.target_blob and not three_way:
+            raise _differs(git, pin, series, blob)
+        start = _where(git)
+        commit = _apply_in_worktree(git, series, branch, three_way)
+        # The branch is made and checked out by one git, which a signal does not
+        # stop half-way: it appears only with the apply done.
+        with interrupt.deferred():
+            _create_and_switch(git, branch, commit, len(series))
+            note(
+                f"{git.cwd}: on new branch {branch}: {len(series)} commit(s) on top of"
+                f" {_describe(git, start)}, where HEAD was (`git checkout {_name(start)}`"
+                " goes back)"
+            )
     return branch
+
+
+LOCK_NAME = "sglpatch.lock"
+
+
+@contextmanager
+def fork_lock(git: Git) -> Iterator[None]:
+    """One sglpatch apply at a time on a checkout: a lock in its git dir; a second
+    run is refused (it would apply on top of the first's branch)."""
+    common = Path(git.out("rev-parse", "--path-format=absolute", "--git-common-dir"))
+    path = common / LOCK_NAME
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UserError(
+                f"another sglpatch apply is running on {git.cwd} ({holder}, lock {path}):"
+                " wait for it to finish, then apply again"
+            ) from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        yield
+
+
+def _refuse_own_tree(layout: Layout, git: Git) -> None:
+    """Refuse a checkout that is one of the tool's own trees (build/<base>/base,
+    build/<base>/sglang, or a worktree of theirs)."""
+    root = layout.build.parent.resolve()
+    common = Path(git.out("rev-parse", "--path-format=absolute", "--git-common-dir"))
+    for where in (git.cwd.resolve(), common.resolve()):
+        if where == root or root in where.parents:
+            raise UserError(
+                f"{git.cwd} is a tree of sglpatch's own (in {root}), which apply remakes:"
+                " pass the root of your SGLang checkout"
+            )
 
 
 def open_checkout(path: Path, pin: Pin) -> Git:
@@ -128,13 +177,51 @@ def _apply_in_worktree(git: Git, series: Series, branch: str, three_way: bool) -
         for number, path in enumerate(series.paths, 1):
             proc = work.run(*options, str(path), check=False)
             if proc.returncode != 0:
+                what = f"patch {number}/{len(series)} {path.name}"
+                work.run("am", "--abort", check=False)
+                if work.ok("apply", "--check", str(path)):
+                    raise UserError(
+                        f"git am stopped at {what} (it applies cleanly):"
+                        f" {am_refusal(output_of(proc))}; nothing was changed"
+                    )
                 merge = " even with a 3-way merge" if three_way else ""
                 raise UserError(
-                    f"patch {number}/{len(series)} {path.name} does not apply to"
-                    f" {git.cwd}{merge}; nothing was changed there",
+                    f"{what} does not apply to {git.cwd}{merge}; nothing was changed there",
                     hints=[abort_am(work, path, proc), *by_hand(git, series, branch)],
                 )
         return work.out("rev-parse", "HEAD")
+
+
+# git am's own lines around a stop, which say nothing of why it stopped.
+_AM_CHATTER = (
+    "Applying:",
+    "hint:",
+    "Patch failed at",
+    "When you have resolved",
+    "If you prefer to skip",
+    "To restore the original branch",
+    "Use 'git am --show-current-patch",
+    "*** Please tell me who you are",
+    "Run",
+    "git config",
+    "to set your account",
+    "Omit --global",
+)
+
+
+def am_refusal(output: str) -> str:
+    """Why git am stopped on a patch that applies: a hook's own lines, or git's
+    complaint (``Committer identity unknown: fatal: unable to auto-detect ...``)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(_AM_CHATTER)]
+    if not lines:
+        return "git am gave no reason (a hook: applypatch-msg, pre-applypatch?)"
+    identity = [line for line in lines if "identity unknown" in line]
+    fatal = [line for line in lines if line.startswith("fatal:")]
+    if identity:
+        why = (fatal or [""])[-1].removeprefix("fatal: ")
+        return f"{identity[0]} ({why}): set user.name and user.email"
+    return "; ".join(lines[:3])
 
 
 def by_hand(git: Git, series: Series, branch: str) -> list[str]:
@@ -159,8 +246,7 @@ def _create_and_switch(git: Git, branch: str, commit: str, count: int) -> None:
     deleted stays.
     """
     before = _where(git)
-    git.run("branch", branch, commit)
-    proc = git.run("checkout", "-q", branch, check=False)
+    proc = git.run("checkout", "-q", "-b", branch, commit, check=False, shielded=True)
     if proc.returncode == 0:
         return
     lines = output_of(proc).strip().splitlines() or [f"exit status {proc.returncode}"]
@@ -170,6 +256,10 @@ def _create_and_switch(git: Git, branch: str, commit: str, count: int) -> None:
             f" `git checkout` exited {proc.returncode} after switching (a post-checkout"
             f" hook?): {lines[-1]}; to go back: `git checkout {_name(before)}"
             f" && git branch -D {branch}`"
+        )
+    if not git.rev(f"refs/heads/{branch}"):
+        raise UserError(
+            f"could not check out {branch} in {git.cwd}: {lines[0]}; nothing was changed"
         )
     deleted = git.run("branch", "-D", branch, check=False)
     if deleted.returncode != 0:

@@ -45,11 +45,13 @@ _ISOLATED_CONFIG = (
     "tag.gpgSign=false",
 )
 # Operations a work tree can be in the middle of: marker in the git dir ->
-# (what, the command that continues or aborts it). rebase-apply/applying: git am.
+# (what, the command that continues or aborts it). rebase-apply/applying: git am;
+# rebase-apply alone: a git am (or rebase) stopped before it wrote which it is.
 _BUSY_MARKERS = {
     "rebase-merge": ("a rebase", "git rebase"),
     "rebase-apply/applying": ("a git am", "git am"),
-    "rebase-apply": ("a rebase", "git rebase"),
+    "rebase-apply/rebasing": ("a rebase", "git rebase"),
+    "rebase-apply": ("a git am or rebase", "git am"),
     "MERGE_HEAD": ("a merge", "git merge"),
     "CHERRY_PICK_HEAD": ("a cherry-pick", "git cherry-pick"),
     "REVERT_HEAD": ("a revert", "git revert"),
@@ -64,6 +66,8 @@ class Busy(NamedTuple):
 
     what: str
     command: str
+    # The marker found in the git dir (a key of _BUSY_MARKERS).
+    marker: str = ""
 
     def advice(self) -> str:
         """How to get out of it."""
@@ -115,13 +119,16 @@ class Git:
         check: bool = True,
         input: bytes | None = None,
         env: dict[str, str] | None = None,
+        shielded: bool = False,
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``git args``; raise GitError on failure when ``check``."""
+        """Run ``git args``; raise GitError on failure when ``check``. A ``shielded``
+        git runs in a process group of its own: a Ctrl-C of the job does not stop
+        it half-way (hold the signals meanwhile: ``interrupt.deferred``)."""
         if not self.cwd.is_dir():
             raise UserError(f"git {' '.join(args[:2])}: {self.cwd} is not a directory")
         if shutil.which("git", path=os.environ.get("PATH", os.defpath)) is None:
             raise UserError("git not found on PATH: install git and retry")
-        proc = run_child(self.argv(args), self.cwd, self.env(env), input)
+        proc = run_child(self.argv(args), self.cwd, self.env(env), input, shielded)
         if check and proc.returncode != 0:
             raise _failure(args, self.cwd, proc)
         return proc
@@ -148,7 +155,7 @@ class Git:
         git_dir = self.git_dir()
         for marker, (what, command) in _BUSY_MARKERS.items():
             if (git_dir / marker).exists():
-                return Busy(what, command)
+                return Busy(what, command, marker)
         return None
 
     def dirty_paths(self) -> list[str]:
@@ -158,7 +165,11 @@ class Git:
 
 
 def run_child(
-    argv: list[str], cwd: Path, env: dict[str, str], input: bytes | None = None
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    input: bytes | None = None,
+    shielded: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a command to completion; on an interrupt, SIGTERM it and let it clean up.
 
@@ -172,6 +183,7 @@ def run_child(
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        process_group=0 if shielded else None,
     ) as proc:
         try:
             stdout, stderr = proc.communicate(input)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -38,3 +40,21 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     for other in SIGNALS:
         signal.signal(other, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold termination signals while the block runs (a write that must finish
+    as a whole); one that came meanwhile stops the run once the block is done."""
+    caught: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, lambda number, frame: caught.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught and previous[caught[0]] is _raise:
+            _raise(caught[0], None)

@@ -40,4 +40,8 @@ def build_lock(layout: Layout, create: bool = True) -> Iterator[None]:
         handle.write(f"pid {os.getpid()}\n")
         handle.flush()
         scratch.sweep(layout)
+        from sglpatch.export import finish_export  # export imports the build tree code
+
+        if finish_export(layout):
+            note(f"finished the `make export` to {layout.patches} that was interrupted")
         yield

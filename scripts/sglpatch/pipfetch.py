@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from sglpatch.console import note
 from sglpatch.digest import sha256_file
 from sglpatch.errors import UserError
 
@@ -51,8 +53,12 @@ class Wheel:
 def fetch_exact(
     requirement: str, filename: str, sha256: str, target: WheelTarget, cache: Path
 ) -> Wheel:
-    """The wheel ``filename`` with hash ``sha256``, from cache or pip."""
+    """The wheel ``filename`` with hash ``sha256`` (the pin's), from cache or pip."""
     return _obtain(cache, target, [(requirement, filename, sha256)], "pin")[0]
+
+
+# Where an expected sha256 came from, as a message names it.
+_EXPECTED_FROM = {"pin": "the pin (wheel_sha256 in base.toml)", "index": "the index"}
 
 
 def fetch(requirements: list[str], target: WheelTarget, cache: Path) -> list[Wheel]:
@@ -82,21 +88,32 @@ def _obtain(
     if missing:
         _download(cache, target, missing)
     wheels = []
+    fresh = {name for _, name, _ in missing}
     for req, name, sha in wanted:
-        actual = _verified(cache / name, sha)
+        actual = _verified(cache / name, sha, name in fresh, _EXPECTED_FROM[how])
         wheels.append(Wheel(req, cache / name, actual, how if sha else "computed"))
     return wheels
 
 
-def _verified(path: Path, expected: str) -> str:
+def _verified(path: Path, expected: str, fresh: bool = False, source: str = "") -> str:
     """The sha256 of ``path`` if it is ``expected`` (or nothing was expected).
 
-    A file with another hash is moved aside, never deleted, and refused.
+    A file with another hash is moved aside, never deleted, and refused. A fresh
+    download with the hash of one moved aside before is the same file again: then
+    the expected hash (``source``) is what may be wrong.
     """
     actual = sha256_file(path)
     if expected and actual != expected:
         aside = path.with_name(f"{path.name}.bad-{actual[:12]}")
+        again = fresh and aside.exists()
         path.replace(aside)
+        if again:
+            raise UserError(
+                f"checksum mismatch for {path} again: a fresh download has sha256"
+                f" {actual}, as the copy moved aside before ({aside.name}), not {expected};"
+                f" the expected sha256, from {source or 'the pin'}, may be wrong: check it"
+                " against the index (the file is kept)"
+            )
         raise UserError(
             f"checksum mismatch for {path}: expected sha256 {expected}, got {actual};"
             f" moved it aside to {aside.name}; run again to download it afresh"
@@ -145,17 +162,60 @@ def _from_report(req: str, by_name: dict) -> tuple[str, str]:
     return filename, info.get("archive_info", {}).get("hashes", {}).get("sha256", "")
 
 
+# pip's own limits on a silent index (seconds a socket may wait, retries), unless
+# the user set them; and the most a whole pip run may take.
+_PIP_DEFAULTS = {"PIP_TIMEOUT": "30", "PIP_RETRIES": "2"}
+DOWNLOAD_TIMEOUT = 900
+# pip's lines that tell of a network fault (a debug line: pip runs with -vv).
+_NETWORK = re.compile(r"(?:connection broken by|Could not fetch URL \S+:) (.*)")
+_CAUSE = re.compile(r"(Failed to establish a new connection: [^'\")]*|Read timed out[^'\")]*)")
+
+
 def _pip(args: list[str], what: str, target: WheelTarget, cache: Path) -> None:
-    """Run pip quietly; on failure raise one line naming what was fetched."""
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """Run pip (its output kept for the message), for a bounded time, saying so;
+    on failure raise one line naming what was fetched and why (a network fault
+    before pip's last words)."""
+    limit = _download_timeout()
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    argv += ["--progress-bar", "off", "-vv"]  # -vv: "Could not fetch URL ...: why"
+    env = {**_PIP_DEFAULTS, **os.environ}
+    note(f"pip: fetching {what} for {target.describe()} (at most {limit} s)")
+    failed = f"pip could not fetch {what} for {target.describe()} into {cache}"
+    try:
+        proc = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            timeout=limit,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"{failed}: pip did not finish in {limit} s (an index that does not answer?"
+            " SGLPATCH_DOWNLOAD_TIMEOUT sets the limit)"
+        ) from None
     if proc.returncode != 0:
         lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
-        errors = [line for line in lines if line.startswith("ERROR")] or lines
-        reason = errors[-1] if errors else f"exit status {proc.returncode}"
-        raise UserError(
-            f"pip could not fetch {what} for {target.describe()} into {cache}: {reason}"
-        )
+        errors = [line for line in lines if line.startswith("ERROR")]
+        reason = errors[-1] if errors else f"pip exited {proc.returncode}"
+        reason = reason.removeprefix("ERROR: ")
+        network = [m[1] for line in lines if (m := _NETWORK.search(line))]
+        causes = [cause[1] for text in network if (cause := _CAUSE.search(text))]
+        if causes:
+            index = os.environ.get("PIP_INDEX_URL") or "the package index"
+            reason = f"cannot reach {index} ({causes[-1]}), so pip says: {reason}"
+        raise UserError(f"{failed}: {reason}")
+
+
+def _download_timeout() -> int:
+    """SGLPATCH_DOWNLOAD_TIMEOUT (seconds), else DOWNLOAD_TIMEOUT."""
+    text = os.environ.get("SGLPATCH_DOWNLOAD_TIMEOUT", "")
+    if not text:
+        return DOWNLOAD_TIMEOUT
+    if not text.isdigit() or int(text) == 0:
+        raise UserError(f"SGLPATCH_DOWNLOAD_TIMEOUT={text!r}: expected a number of seconds")
+    return int(text)
 
 
 def _canonical(name: str) -> str:

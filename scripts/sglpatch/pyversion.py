@@ -27,7 +27,7 @@ def check(prog="sglpatch"):
     """Exit 2 with ``PROG: error: needs Python 3.11+ ...`` on an older Python."""
     message = problem()
     if message:
-        sys.stderr.write(f"{prog}: error: {message}\n")
+        sys.stderr.write("{}: error: {}\n".format(prog, message))  # noqa: UP032 (Python 2)
         raise SystemExit(2)
 
 

@@ -39,7 +39,7 @@ def apply_series(layout: Layout, source: str) -> None:
         return
     if old is None or old.base != wanted.base:
         if old is not None:
-            _refuse_other_refs(layout)
+            _refuse_losing_work(layout, old)
         building = _fresh_base(layout, pin, source, wanted)
     else:
         building = _back_to_base(layout, pin, old, wanted)
@@ -151,7 +151,10 @@ def foreign_work(git: Git, building: Building) -> str:
     recorded or committed itself, and changes to the files it was rewriting.
     """
     busy = git.busy()
-    if busy and not (busy.command == "git am" and building.am is not None):
+    # The stamp names the patch git am was applying: a rebase-apply that is not a
+    # rebase's is that git am's, at any moment (even an empty one, left at its start).
+    own_am = busy is not None and busy.marker in ("rebase-apply/applying", "rebase-apply")
+    if busy and not (own_am and building.am is not None):
         return f"{busy.what} in progress"
     heads = [head for head in building.heads if git.rev(f"{head}^{{commit}}")]
     log = git.out("log", "--format=%H %ce", "HEAD", "--not", *heads).splitlines()
@@ -164,16 +167,95 @@ def foreign_work(git: Git, building: Building) -> str:
     return ""
 
 
-def _refuse_other_refs(layout: Layout) -> None:
-    """Refuse to replace a tree that holds branches (other than ``patched``) or stashes."""
-    refs = Git(layout.sglang).out("for-each-ref", "--format=%(refname)", "refs/heads", "refs/stash")
-    others = [ref for ref in refs.splitlines() if ref != f"refs/heads/{BRANCH}"]
-    if others:
-        names = ", ".join(ref.removeprefix("refs/heads/") for ref in others)
+# Files git may make from the tree's own code (imports): never anyone's work.
+_DISPOSABLE = ("--exclude=__pycache__/", "--exclude=*.py[cod]")
+
+
+def _refuse_losing_work(layout: Layout, old: Stamp) -> None:
+    """Refuse to replace a tree that holds anything of the user's: a ref other than
+    the tool's (branches, tags, the stash ...), a commit only the HEAD reflog holds
+    (made on a detached HEAD since the last apply), untracked files; and the same
+    in the base worktree."""
+    git = Git(layout.sglang)
+    found = _foreign_refs(git)
+    found += _reflog_only(git, stamp_mod.path_of(layout.sglang))
+    found += _untracked(git)
+    if found:
         raise UserError(
             f"the base changed (base.toml or SOURCE), so {layout.sglang} is made anew,"
-            f" and it holds {names}: take them out of it (`git format-patch`, `git stash"
-            " show -p`) and delete them, then apply again"
+            f" and it holds {_listed(found)}: take out what you want to keep (`git"
+            " format-patch`, `git stash show -p`, a copy of the files), delete the"
+            f" others (or {layout.sglang} itself), then apply again"
+        )
+    _refuse_base_work(layout, "the base changed (base.toml or SOURCE), so it is made anew")
+
+
+def _foreign_refs(git: Git) -> list[str]:
+    """Refs that are not the tool's: all but ``patched``, the ``base/*`` tags, and
+    (from a git source) the clone's remote refs and tags of the base commit."""
+    listing = git.out("for-each-ref", "--format=%(refname) %(objectname) %(*objectname)")
+    rows = [line.split() for line in listing.splitlines()]
+    bases = {row[-1] for row in rows if row[0].startswith("refs/tags/base/")}
+    own = (f"refs/heads/{BRANCH}",)
+    return [
+        row[0].removeprefix("refs/heads/")
+        for row in rows
+        if row[0] not in own
+        and not row[0].startswith(("refs/tags/base/", "refs/remotes/origin/"))
+        and not (row[0].startswith("refs/tags/") and row[-1] in bases)
+    ]
+
+
+def _reflog_only(git: Git, stamp_file: Path) -> list[str]:
+    """Commits HEAD's reflog reached since the stamp was written that no ref holds
+    and the tool did not make (a commit on a detached HEAD)."""
+    since = int(stamp_file.stat().st_mtime) if stamp_file.exists() else 0
+    log = git.run("log", "-g", "--date=unix", "--format=%H %gd", "HEAD", check=False)
+    recent = []
+    for line in log.stdout.decode("utf-8", "replace").splitlines():
+        commit, _, selector = line.partition(" ")
+        stamp = selector.rpartition("@{")[2].rstrip("}")
+        if stamp.isdigit() and int(stamp) >= since and commit not in recent:
+            recent.append(commit)
+    if not recent:
+        return []
+    lost = git.out("rev-list", "--format=%H %ce", *recent, "--not", "--all")
+    rows = [line.split() for line in lost.splitlines() if not line.startswith("commit ")]
+    mine = [row[0][:12] for row in rows if row[1:] != [TOOL_EMAIL]]
+    return [f"commit {commit} (only in the reflog of HEAD)" for commit in mine]
+
+
+def _untracked(git: Git) -> list[str]:
+    """Untracked files (not those git ignores, nor Python's caches)."""
+    out = git.run("ls-files", "--others", "--exclude-standard", *_DISPOSABLE, "-z").stdout
+    names = [name for name in out.decode("utf-8", "replace").split("\0") if name]
+    return [f"untracked {name}" for name in names]
+
+
+def _listed(items: list[str]) -> str:
+    """``a, b, c and 4 more``."""
+    more = f" and {len(items) - 5} more" if len(items) > 5 else ""
+    return ", ".join(items[:5]) + more
+
+
+def _refuse_base_work(layout: Layout, why: str) -> None:
+    """Refuse to remake build/base while it holds changes, files or commits of the
+    user's; one that ``git worktree add`` left half made is the tool's."""
+    if not layout.base.is_dir() or _empty_dir(layout.base):
+        return
+    locked = layout.sglang / ".git" / "worktrees" / layout.base.name / "locked"
+    if locked.is_file() and locked.read_text().strip() == "initializing":
+        return
+    base = Git(layout.base)
+    found = [f"changes to {path}" for path in base.dirty_paths()]
+    found += _untracked(base)
+    commits = base.out("rev-list", "HEAD", "--not", "--branches", "--tags", "--remotes")
+    found += [f"commit {commit[:12]}" for commit in commits.split()]
+    if found:
+        raise UserError(
+            f"{layout.base} holds {_listed(found)}, and {why}: move them out of it"
+            f" (`git -C {shown_path(layout.base)} stash`, a copy of the files) or delete"
+            f" {layout.base}, then apply again"
         )
 
 
@@ -304,6 +386,7 @@ def ensure_base_worktree(layout: Layout, pin: Pin) -> None:
         base = Git(layout.base)
         if base.rev("HEAD") == tag and not base.dirty_paths():
             return
+        _refuse_base_work(layout, f"apply remakes it at {pin.base_tag}")
         scratch.discard(layout, layout.base)
     git.run("worktree", "prune")
     # -f -f: a `worktree add` killed half-way leaves build/base registered and locked.

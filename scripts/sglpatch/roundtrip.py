@@ -46,13 +46,18 @@ def _message_differs(git: Git, commit: str, fields: dict[str, str], body: bytes)
     """How the message or author git am would make differs from the commit's."""
     raw = git.run("cat-file", "commit", commit).stdout
     headers, _, message = raw.partition(b"\n\n")
+    if any(line.startswith(b"encoding ") for line in headers.splitlines()):
+        return "its message is not UTF-8 (it has an encoding header)"
+    try:
+        message.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = message[: exc.start].count(b"\n") + 1
+        return f"its message is not UTF-8 (raw bytes on line {line}; git am reads it as UTF-8)"
     subject = fields.get("Subject", "")
     rebuilt = git.run("stripspace", input=subject.encode() + b"\n\n" + body).stdout
     original = git.out("log", "-1", "--format=%s", commit)
     if subject != original:
         return f"git am would read its subject back as {subject!r}"
-    if any(line.startswith(b"encoding ") for line in headers.splitlines()):
-        return "its message is not UTF-8 (it has an encoding header)"
     if rebuilt != message:
         return (
             "git am would cut or reflow its message (a line '---', 'diff -' or 'Index: '"

@@ -12,12 +12,13 @@ from sglpatch.layout import Layout
 
 NEW_TREE = ".sglang-new-"
 NEW_BUNDLE = ".bundle-new-"
+NEW_EXPORT = ".export-new-"
 TRASH = ".trash-"
 # Scratch folders in the download caches (pipfetch, upstream's git mirror).
 DOWNLOAD = ".download-"
 RESOLVE = ".resolve-"
 PARTIAL_CLONE = ".partial"
-_BUILD_PREFIXES = (NEW_TREE, NEW_BUNDLE, TRASH)
+_BUILD_PREFIXES = (NEW_TREE, NEW_BUNDLE, NEW_EXPORT, TRASH)
 _CACHE_PREFIXES = (DOWNLOAD, RESOLVE)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +99,13 @@ def load(directory: Path) -> Series:
     return Series(directory, tuple(entry.name for entry in read_entries(directory)))
 
 
+def text(names: list[str]) -> bytes:
+    """The series file listing ``names`` in order."""
+    return (HEADER + "".join(f"{name}\n" for name in names)).encode("utf-8")
+
+
 def write(directory: Path, names: list[str]) -> None:
-    """Write the series file listing ``names`` in order."""
-    text = HEADER + "".join(f"{name}\n" for name in names)
-    (directory / "series").write_text(text, "utf-8")
+    """Write the series file listing ``names`` in order, atomically."""
+    temporary = directory / ".series.sglpatch-new"
+    temporary.write_bytes(text(names))
+    os.replace(temporary, directory / "series")

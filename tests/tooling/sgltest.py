@@ -283,15 +283,17 @@ fi
         (hooks / name).write_text(self.script())
         (hooks / name).chmod(0o755)
 
-    def git_shim(self, pattern: str) -> dict:
+    def git_shim(self, pattern: str, before: str = "") -> dict:
         """An environment whose ``git`` waits at the gate before a call whose
-        arguments contain the word ``pattern``."""
+        arguments contain the word ``pattern``; when armed, the shell command
+        ``before`` runs first (in git's folder): a moment of git's own to stop in."""
         real = shutil.which("git")
         wait = self.script(then=":").removeprefix("#!/bin/sh\n")
+        first = f"[ -e '{self.folder}/armed' ] && {{ {before}; }}\n" if before else ""
         shim = self.folder / "bin" / "git"
         shim.parent.mkdir(exist_ok=True)
         shim.write_text(
-            f'#!/bin/sh\ncase " $* " in *" {pattern} "*)\n{wait};;\nesac\nexec {real} "$@"\n'
+            f'#!/bin/sh\ncase " $* " in *" {pattern} "*)\n{first}{wait};;\nesac\nexec {real} "$@"\n'
         )
         shim.chmod(0o755)
         return {"PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}

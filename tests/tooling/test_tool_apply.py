@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import socket
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -344,3 +347,72 @@ def test_full_disk(workspace: Workspace):
     error = one_error_line(workspace.tool("apply", preexec=limit_file_size(256 << 10)))
     assert "File too large" in error and "free some space" in error
     assert sorted(p.name for p in workspace.build.iterdir()) == [".sglpatch.lock", "cache"]
+
+
+@pytest.mark.bad_input
+def test_a_wrong_pin_is_suspected_on_the_second_mismatch(workspace: Workspace, tmp_path: Path):
+    """Issue 22: a wrong wheel_sha256 moved the good wheel aside on every run and said
+    "run again". The second mismatch, of a fresh download, names the pin."""
+    links = tmp_path / "links"
+    links.mkdir()
+    shutil.copyfile(workspace.build / "cache" / PIN.wheel, links / PIN.wheel)
+    pin = workspace.patches / "base.toml"
+    wrong = "0" * 64
+    pin.write_text(pin.read_text().replace(PIN.wheel_sha256, wrong))
+    env = {"PIP_FIND_LINKS": str(links)}  # the "index": the real wheel
+    first = one_error_line(workspace.tool("apply", env=env))
+    assert "run again to download it afresh" in first
+    second = one_error_line(workspace.tool("apply", env=env))
+    assert "again: a fresh download has sha256" in second and wrong in second
+    assert "the pin (wheel_sha256 in base.toml), may be wrong" in second
+    aside = workspace.build / "cache" / f"{PIN.wheel}.bad-{PIN.wheel_sha256[:12]}"
+    assert aside.is_file() and not workspace.tree.exists()
+
+
+def _silent_index():
+    """A server that accepts connections and never answers; its URL."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.getsockname()[1]}/simple/"
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("index", ["refused", "silent", "silent-bounded"])
+def test_a_download_without_network_names_the_cause(workspace: Workspace, index: str):
+    """Issue 22: "No matching distribution found" read as "no such version", and a
+    silent index kept make apply quiet for 1089 s."""
+    (workspace.build / "cache" / PIN.wheel).unlink()
+    server = None
+    if index == "refused":
+        url = "http://127.0.0.1:9/simple/"
+    else:
+        server, url = _silent_index()
+    env = {"PIP_NO_INDEX": "0", "PIP_INDEX_URL": url, "PIP_FIND_LINKS": ""}
+    env.update(PIP_RETRIES="0", PIP_TIMEOUT="1")
+    if index == "silent-bounded":
+        env.update(PIP_TIMEOUT="60", SGLPATCH_DOWNLOAD_TIMEOUT="3")
+    try:
+        proc = workspace.tool("apply", env=env)
+    finally:
+        if server is not None:
+            server.close()
+    error = one_error_line(proc)
+    assert "sglpatch: pip: fetching sglang==0.5.12" in proc.stderr  # the progress line
+    assert "pip could not fetch sglang==0.5.12" in error
+    expected = {
+        "refused": f"cannot reach {url} (Failed to establish a new connection: [Errno 111]",
+        "silent": f"cannot reach {url} (Read timed out",
+        "silent-bounded": "pip did not finish in 3 s",
+    }[index]
+    assert expected in error, error

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sgltest import PIN, TARGET, Workspace, one_error_line, run
+from sgltest import PIN, SCRIPTS, TARGET, Workspace, one_error_line, run
 
 from sglpatch.bundle import assemble, write_manifest
 from sglpatch.digest import sha256_file
@@ -57,10 +57,24 @@ def bundle(built: Layout, tmp_path: Path) -> Path:
     return Path(shutil.copytree(built.bundle, tmp_path / "bundle"))
 
 
-def _install(bundle: Path, host: Path) -> subprocess.CompletedProcess:
+def _install(bundle: Path, host: Path, root: bool = True) -> subprocess.CompletedProcess:
+    """Run install.sh in ``host``, a repository root (its scripts/) unless not ``root``."""
     host.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHON": sys.executable}
+    if root and not (host / "scripts").exists():
+        (host / "scripts").symlink_to(SCRIPTS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHON"] = sys.executable
     return run(["bash", str(bundle / "install.sh"), "site"], cwd=host, env=env)
+
+
+def _refused(proc: subprocess.CompletedProcess, host: Path) -> str:
+    """The one ``install.sh: error:`` line of a refusal that installed nothing."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("install.sh: error: "), proc.stderr
+    assert not (host / "site").exists() and not (host / "build").exists()
+    return errors[0]
 
 
 def test_bundle_layout_and_determinism(built: Layout):
@@ -127,7 +141,7 @@ def test_install_sh_refuses_unsafe_tar_entries(bundle: Path, tmp_path: Path):
     (bundle / "trees" / "base.tar.gz").write_bytes(evil.getvalue())
     write_manifest(bundle)
     proc = _install(bundle, tmp_path / "host")
-    assert proc.returncode != 0 and "unsafe entry" in proc.stderr
+    assert "unsafe entry '../../escape.txt'" in _refused(proc, tmp_path / "host")
     assert not list(tmp_path.rglob("escape.txt"))
 
 
@@ -154,3 +168,51 @@ def test_install_sh_removes_what_the_series_deletes(bundle: Path, tmp_path: Path
 @pytest.mark.bad_input
 def test_bundle_needs_a_build_tree(workspace: Workspace):
     assert "run `make apply` first" in one_error_line(workspace.tool("bundle"))
+
+
+def _tar_with(bundle: Path, name: str) -> None:
+    """Add an entry ``name`` to the bundle's patched tree (and re-sign the manifest)."""
+    path = bundle / "trees" / "patched.tar.gz"
+    with tarfile.open(path) as archive:
+        members = [(m, archive.extractfile(m).read() if m.isfile() else None) for m in archive]
+    with tarfile.open(path, "w:gz") as archive:
+        for member, data in members:
+            archive.addfile(member, io.BytesIO(data) if data is not None else None)
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    write_manifest(bundle)
+
+
+@pytest.mark.bad_input
+def test_install_sh_refuses_a_dot_dot_entry_under_sglang_before_installing(
+    bundle: Path, tmp_path: Path
+):
+    """sglang/../../x passed the old check, and tarfile stopped it only after the
+    wheels were installed and the base tree unpacked."""
+    _tar_with(bundle, "sglang/../../x")
+    error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
+    assert "unsafe entry 'sglang/../../x' in patched.tar.gz" in error
+
+
+@pytest.mark.bad_input
+def test_install_sh_outside_the_repository_root(bundle: Path, tmp_path: Path):
+    host = tmp_path / "host"
+    error = _refused(_install(bundle, host, root=False), host)
+    assert "run it from the repository root" in error and str(host) in error
+
+
+@pytest.mark.bad_input
+def test_install_sh_without_a_manifest(bundle: Path, tmp_path: Path):
+    (bundle / "MANIFEST.sha256").unlink()
+    error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
+    assert "has no MANIFEST.sha256" in error
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("name", ["../../x", "v9.9.9"], ids=["escaping", "unknown"])
+def test_install_sh_refuses_a_bad_base(bundle: Path, tmp_path: Path, name: str):
+    (bundle / "BASE").write_text(f"{name}\n")
+    write_manifest(bundle)
+    error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
+    assert f"the bundle's BASE {name!r}" in error

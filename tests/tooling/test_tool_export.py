@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from sgltest import (
     git,
     one_error_line,
     run,
+    wait_until,
     write_series,
 )
 
@@ -319,3 +322,109 @@ def test_check_patches_needs_a_current_build(workspace, canonical_patches):
     workspace.ok("export")
     workspace.ok("check-patches")
     assert "up to date" in workspace.ok("apply").stderr
+
+
+@pytest.fixture
+def renumbered(workspace: Workspace, canonical_patches: Path) -> Workspace:
+    """A tree whose first patch was dropped: export renumbers the other two."""
+    workspace.use_patches(canonical_patches)
+    workspace.ok("apply")
+    git(workspace.tree, "rebase", "-q", "--onto", "base/v0.5.12", "HEAD~2")
+    return workspace
+
+
+def _state(directory: Path) -> tuple[list[str], dict[str, bytes]]:
+    return _entries(directory), _patch_bytes(directory)
+
+
+@pytest.mark.bad_input
+def test_an_export_cut_short_is_finished_by_the_next_command(
+    renumbered: Workspace, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 22: killed after it wrote one patch file (series not yet, nor the
+    stamp), export left a mix that every command refused. The next command
+    finishes the recorded export: patches/ is the new series as a whole."""
+    import shutil
+
+    from sglpatch import export as export_mod
+    from sglpatch.layout import Layout
+
+    space = renumbered
+    layout = Layout.create(space.build_root, space.patches, base=space.base)
+    real, calls = shutil.copyfile, []
+
+    def copy_then_die(source, dest, *args, **kwargs):
+        if calls:
+            raise SystemExit("killed")  # stands in for SIGKILL after the first file
+        calls.append(dest)
+        return real(source, dest, *args, **kwargs)
+
+    monkeypatch.setattr(export_mod.shutil, "copyfile", copy_then_die)
+    with pytest.raises(SystemExit):
+        export_mod.export_series(layout)
+    monkeypatch.undo()
+    assert (space.build / export_mod.PENDING).is_dir()
+    assert _entries(space.patches) != ["0001-fix-Add-a-helper.patch"]  # a mix, for now
+    proc = space.ok("check-patches")
+    assert "finished the `make export`" in proc.stderr and "interrupted" in proc.stderr
+    assert _entries(space.patches) == [
+        "0001-fix-Add-a-helper.patch",
+        "0002-feat-Add-a-note-module.patch",
+    ]
+    assert sorted(_patch_bytes(space.patches)) == _entries(space.patches)
+    assert not (space.build / export_mod.PENDING).exists()
+    assert "up to date" in space.ok("apply").stderr
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+    ids=["sigint", "sigterm", "sigkill"],
+)
+def test_an_interrupted_export_leaves_the_old_series_or_the_new(renumbered: Workspace, signum):
+    """Signalled the moment its record appears (while it writes patches/): the old
+    series or the new one, never an empty series or a mix once the next command ran."""
+    space = renumbered
+    old = _state(space.patches)
+    running = space.start("export")
+    pending = space.build / ".export-pending"
+    wait_until(lambda: pending.exists() or running.proc.poll() is not None, what="the record")
+    if running.proc.poll() is None:  # else it was done first: the new series
+        try:
+            running.signal(signum, group=True)
+        except ProcessLookupError:
+            pass
+    running.wait()
+    assert "Traceback" not in running.output()
+    if signum != signal.SIGKILL:
+        assert not pending.exists()
+        assert (space.patches / "series").stat().st_size > 0
+        assert _state(space.patches) == old or len(_entries(space.patches)) == 2
+    space.ok("check-patches")  # finishes what a kill left
+    assert len(_entries(space.patches)) == 2
+    assert sorted(_patch_bytes(space.patches)) == _entries(space.patches)
+
+
+@pytest.mark.bad_input
+def test_a_message_with_raw_non_utf8_bytes_is_named(workspace: Workspace):
+    """Issue 22: refused with the reason for '---' lines, which it has none of."""
+    workspace.ok("apply")
+    tree = workspace.tree
+    edit_target(tree, "import logging\n", "import logging  # latin-1\n")
+    commit_all(tree, "Dev <dev@example.com>", "Cafe fix", "2026-07-01T00:00Z")
+    # git commit re-encodes a Latin-1 message: write the raw bytes in the object.
+    raw = run(["git", "cat-file", "commit", "HEAD"], cwd=tree).stdout.encode()
+    headers = raw.partition(b"\n\n")[0]
+    latin = headers + b"\n\nCaf\xe9 fix\n\nBody in Latin-1: na\xefve.\n"
+    made = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+        cwd=tree,
+        input=latin,
+        capture_output=True,
+        check=True,
+    )
+    git(tree, "update-ref", "HEAD", made.stdout.decode().strip())
+    error = one_error_line(workspace.tool("export"))
+    assert "its message is not UTF-8 (raw bytes on line 1" in error
+    assert "---" not in error

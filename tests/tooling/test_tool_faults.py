@@ -93,6 +93,32 @@ def test_interrupted_apply_recovers(rebuilding: Workspace, tmp_path: Path, hook,
     space.ok("check-patches")
 
 
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+    ids=["sigint", "sigterm", "sighup", "sigkill"],
+)
+def test_interrupt_as_git_am_starts_recovers(rebuilding: Workspace, tmp_path: Path, signum):
+    """Stopped at git am's first moment: an empty .git/rebase-apply (git made the
+    folder, nothing in it yet). The stamp says the tool's git am ran: the next
+    apply takes it for its own and rebuilds; check-patches and export then work."""
+    space = rebuilding
+    gate = Gate.create(tmp_path / "gate")
+    env = gate.git_shim("am", before="mkdir .git/rebase-apply")
+    gate.arm(1)
+    running = space.start("apply", env=env)
+    gate.wait_inside(running)
+    assert (space.tree / ".git" / "rebase-apply").is_dir()
+    running.signal(signum, group=True)
+    running.wait()
+    gate.release()
+    assert not list((space.tree / ".git" / "rebase-apply").iterdir())
+    assert "was interrupted: rebuilding" in space.ok("apply").stderr
+    _assert_complete(space)
+    space.ok("check-patches")
+    space.ok("export")
+
+
 def test_work_after_an_interrupted_apply_is_kept(rebuilding: Workspace, tmp_path: Path):
     """A commit or an edit made in the tree after an interrupt is the user's: refused."""
     space = rebuilding
@@ -265,3 +291,68 @@ def test_new_base_does_not_drop_branches_or_stashes(workspace: Workspace):
     git(tree, "branch", "-D", "mine")
     git(tree, "stash", "drop", "-q")
     assert "is commit" in workspace.ok("apply").stderr
+
+
+def _edit_pin(space: Workspace) -> None:
+    """A comment line in base.toml: the base is made again."""
+    pin = space.patches / "base.toml"
+    pin.write_text(pin.read_text() + "# edited: the base is made again\n")
+
+
+@pytest.mark.parametrize("kind", ["light-tag", "annotated-tag", "detached-commit", "untracked"])
+def test_new_base_does_not_drop_tags_commits_or_files(workspace: Workspace, kind: str):
+    """Issue 22: a commit on a detached HEAD (tagged or not) and an untracked file
+    went with the tree when the base changed."""
+    workspace.ok("apply")
+    tree = workspace.tree
+    git(tree, "switch", "-q", "--detach")
+    edit_target(tree, "import logging\n", "import logging  # detached\n")
+    commit_all(tree, "Dev <dev@example.com>", "Detached work", "2026-07-01T00:00Z")
+    mine = git(tree, "rev-parse", "HEAD")
+    if kind == "light-tag":
+        git(tree, "tag", "mine")
+    elif kind == "annotated-tag":
+        git(tree, "tag", "-a", "-m", "my tag", "mine")
+    git(tree, "switch", "-q", "patched")
+    if kind == "untracked":
+        (tree / "python/sglang/notes.txt").write_text("mine\n")
+    _edit_pin(workspace)
+    error = one_error_line(workspace.tool("apply"))
+    expected = {
+        "light-tag": "holds refs/tags/mine",
+        "annotated-tag": "holds refs/tags/mine",
+        "detached-commit": f"commit {mine[:12]} (only in the reflog of HEAD)",
+        "untracked": "untracked python/sglang/notes.txt",
+    }[kind]
+    assert "the base changed" in error and expected in error, error
+    assert git(tree, "cat-file", "-t", mine) == "commit"
+    if kind == "untracked":
+        assert (tree / "python/sglang/notes.txt").read_text() == "mine\n"
+
+
+def test_a_new_base_drops_python_caches(workspace: Workspace):
+    """Python's caches are no one's work: a new base drops them without asking."""
+    workspace.ok("apply")
+    cache = workspace.tree / "python/sglang/__pycache__"
+    cache.mkdir()
+    (cache / "x.cpython-311.pyc").write_bytes(b"")
+    _edit_pin(workspace)
+    assert "is commit" in workspace.ok("apply").stderr
+
+
+@pytest.mark.parametrize("change", ["base-changed", "no-op"])
+def test_base_worktree_work_is_not_dropped(workspace: Workspace, change: str):
+    """Issue 22: a no-op apply remade build/base, dropping an edit and a new file."""
+    workspace.ok("apply")
+    base = workspace.build / "base"
+    edit_target(base, "import logging\n", "import logging  # mine\n")
+    (base / "python/sglang/notes.txt").write_text("mine\n")
+    if change == "base-changed":
+        _edit_pin(workspace)
+    error = one_error_line(workspace.tool("apply"))
+    assert f"{base} holds changes to {TARGET}, untracked python/sglang/notes.txt" in error
+    assert "# mine" in (base / TARGET).read_text()
+    assert (base / "python/sglang/notes.txt").read_text() == "mine\n"
+    git(base, "checkout", "-q", "--", TARGET)
+    (base / "python/sglang/notes.txt").unlink()
+    workspace.ok("apply")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -256,3 +257,94 @@ def test_fork_apply_after_a_kill_removes_the_scratch_worktree(series_space, fork
     assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
     assert len(git(fork, "worktree", "list").splitlines()) == 1
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.bad_input
+def test_fork_rejecting_applypatch_msg_hook_is_named(series_space: Workspace, fork: Path):
+    """Issue 22: a hook's refusal read as "patch 1/3 ... does not apply"."""
+    hook = fork / ".git" / "hooks" / "applypatch-msg"
+    hook.write_text('#!/bin/sh\necho "applypatch-msg: subjects must name a ticket" >&2\nexit 1\n')
+    hook.chmod(0o755)
+    error = _refused(series_space, fork)
+    assert "git am stopped at patch 1/3" in error and "applies cleanly" in error
+    assert "applypatch-msg: subjects must name a ticket" in error
+    assert "does not apply" not in error
+
+
+@pytest.mark.bad_input
+def test_fork_without_a_git_identity_says_so(series_space: Workspace, fork: Path):
+    """No user.name/user.email (HOME unset; auto-detection off, so that it fails
+    on any host): git's complaint, not "does not apply"."""
+    env = {
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "HOME": "",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "user.useConfigOnly",
+        "GIT_CONFIG_VALUE_0": "true",
+    }
+    error = _refused(series_space, fork, env=env)
+    assert "applies cleanly" in error and "set user.name and user.email" in error
+    assert "does not apply" not in error
+
+
+@pytest.mark.bad_input
+def test_fork_apply_refuses_the_tools_own_base_tree(series_space: Workspace):
+    series_space.ok("apply")
+    base = series_space.build / "base"
+    before = snapshot(base)
+    error = one_error_line(series_space.tool("apply", "--sglang-dir", str(base)))
+    assert f"{base} is a tree of sglpatch's own" in error
+    assert snapshot(base) == before and git(base, "status", "--porcelain") == ""
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_fork_apply_interrupted_as_the_branch_is_made(series_space, fork, tmp_path, signum):
+    """Issue 22: stopped right after `git branch`, the new branch stayed, not
+    checked out, and the next apply refused it. Signalled while git checks the
+    branch out (its post-checkout hook): the apply finishes as a whole."""
+    gate = Gate.create(tmp_path / "gate")
+    gate.hook(fork, "post-checkout")
+    gate.arm(2)  # 1: the scratch worktree's checkout; 2: the new branch's
+    running = series_space.start("apply", "--sglang-dir", str(fork))
+    gate.wait_inside(running)
+    interrupt(running, signum)
+    gate.release()
+    code = running.wait()
+    assert code == 128 + signum, running.output()
+    assert "Traceback" not in running.output()
+    assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert git(fork, "rev-list", "--count", "main..HEAD") == "3"
+    assert len(git(fork, "worktree", "list").splitlines()) == 1
+
+
+@pytest.mark.bad_input
+def test_two_fork_applies_at_once(series_space: Workspace, fork: Path, tmp_path: Path):
+    """Issue 22: both said "on new branch"; now the second is refused while the
+    first holds the checkout's lock."""
+    gate = Gate.create(tmp_path / "gate")
+    gate.hook(fork, "pre-applypatch")
+    gate.arm(1)
+    first = series_space.start("apply", "--sglang-dir", str(fork))
+    gate.wait_inside(first)
+    error = one_error_line(series_space.tool("apply", "--sglang-dir", str(fork)))
+    assert f"another sglpatch apply is running on {fork} (pid {first.proc.pid}" in error
+    gate.release()
+    assert first.wait() == 0, first.output()
+    assert git(fork, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+
+
+@pytest.mark.bad_input
+def test_the_readmes_branch_names_match_the_series():
+    """Issue 22: the README's example branch sglpatch/v0.5.23-3-patches was made as
+    -4-patches. A branch name with a count must have the series' count."""
+    from sgltest import ROOT
+
+    from sglpatch import series as series_mod
+    from sglpatch.layout import Layout
+
+    for readme in (ROOT / "README.md", ROOT / "scripts" / "sglpatch" / "README.md"):
+        for match in re.finditer(r"sglpatch/v(\d+\.\d+\.\d+)-(\d+)-patches", readme.read_text()):
+            layout = Layout.create(base=f"v{match[1]}")
+            count = len(series_mod.load(layout.patches))
+            assert int(match[2]) == count, f"{readme.name}: {match[0]}, but {count} patch(es)"

@@ -33,6 +33,12 @@ HOSTILE = {
     "base-fork": ("apply", {"BASE": "'; touch x; '", "SGLANG_DIR": "/nowhere"}),
     "base-test": ("test", {"BASE": "v0.5.23 `touch x`"}),
     "base-bench": ("bench", {"BASE": "$$(touch x)"}),
+    # issue 22: make's own $(shell ...) in a value, which `export X = $(X)` ran.
+    "sglang-dir-make-shell": ("apply", {"SGLANG_DIR": "$(shell touch x)"}),
+    "base-make-shell": ("apply", {"BASE": "$(shell touch x)"}),
+    "version-make-shell": ("check-upstream", {"VERSION": "$(shell touch x)"}),
+    "build-make-shell": ("export", {"BUILD": "$(shell touch x)"}),
+    "venv-make-shell": ("bench", {"VENV": "$(shell touch x)"}),
 }
 # The variables users set: no recipe line, nor VPY or TOOL, may expand them.
 USER_VARIABLES = re.compile(
@@ -211,3 +217,74 @@ def test_venv_shows_progress():
     assert "make venv: installing ci/requirements.txt" in proc.stdout and "5.9 GiB" in proc.stdout
     pip = next(line for line in proc.stdout.splitlines() if " pip install " in line)
     assert " -q" not in pip and "--progress-bar on" in pip
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("$(shell touch x)", "$(shell touch x)"),
+        ("/no/where/$HOME/$$x", "/no/where/$HOME/$$x"),
+    ],
+    ids=["make-shell", "dollar-in-path"],
+)
+def test_sglang_dir_is_taken_literally(sandbox: Path, value: str, shown: str):
+    """A value make would expand reaches the fork apply as typed (not as an empty
+    SGLANG_DIR, which would be a build apply): one line naming it, and make's
+    status; no recipe text."""
+    proc = _make(sandbox, "apply", f"SGLANG_DIR={value}")
+    assert proc.returncode == 2 and not (sandbox / "x").exists()
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"sglpatch: error: SGLANG_DIR={shown}: "), proc.stderr
+    assert "is not a directory" in lines[0]
+    assert len(lines) == 2 and lines[1].startswith("make: *** [")
+    assert proc.stdout == ""
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("how", ["command-line", "environment"])
+def test_an_empty_sglang_dir_is_an_error(sandbox: Path, how: str):
+    """SGLANG_DIR= set but empty is refused, never taken for a build apply."""
+    if how == "command-line":
+        proc = _make(sandbox, "apply", "SGLANG_DIR=")
+    else:
+        proc = _make(sandbox, "apply", SGLANG_DIR="")
+    assert proc.returncode == 2
+    assert "sglpatch: error: SGLANG_DIR='' is empty: name the root of your SGLang" in (proc.stderr)
+    assert not (sandbox / "build").exists()
+
+
+def test_recipes_are_silent():
+    """make prints the programs' lines, not recipe text: every recipe line is @."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    recipes = [line for line in lines if line.startswith("\t")]
+    assert recipes and all(line.startswith("\t@") for line in recipes)
+
+
+def _old_interpreters() -> list[str]:
+    """Real Pythons before 3.6 (no f-strings) found on this machine."""
+    found = []
+    for name in ("python2.7", "python3.5"):
+        candidates = [shutil.which(name), *Path.home().glob(f".pyenv/versions/*/bin/{name}")]
+        for candidate in candidates:
+            if candidate and subprocess.run([str(candidate), "-c", ""]).returncode == 0:
+                found.append(str(candidate))
+                break
+    return found
+
+
+@pytest.mark.bad_input
+def test_pyversion_is_python2_syntax():
+    """pyversion.py must parse in any Python (issue 22: python2.7 got a traceback)."""
+    source = (ROOT / "scripts" / "sglpatch" / "pyversion.py").read_text()
+    assert 'f"' not in source and "f'" not in source
+    for python in _old_interpreters():
+        proc = subprocess.run(
+            [python, "-m", "sglpatch", "apply"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("sglpatch: error: needs Python 3.11+"), proc.stderr
