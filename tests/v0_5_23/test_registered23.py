@@ -3,12 +3,13 @@
 patches/v0.5.23 0007 adds ``test/registered/attention/
 test_trtllm_mla_cuda_graph_metadata.py`` to SGLang; ``make apply`` puts it in
 the patched tree (``build/v0.5.23/sglang``). Each tree runs it once, in a
-child pytest with that tree first on the path and the harness's replacements installed first (``registered_env23``,
-a ``-p`` plugin); the case groups below are then read off the child's report.
-The patched tree must pass every group. On v0.5.23 as released the groups
-that check what the series changes must fail (strict xfail: a group passing
-on base fails this test); the default-argument kernel parity, which the
-series must not change, passes on both.
+child pytest with that tree first on the path and the harness's replacements
+installed first (``registered_env23``, a ``-p`` plugin); the case groups below
+are then read off the child's report. The patched tree must pass every group.
+On v0.5.23 as released the groups that check what the series changes must
+fail (strict xfail: a group passing on base fails this test); the
+default-argument kernel parity, which the series must not change, passes on
+both.
 """
 
 from __future__ import annotations
