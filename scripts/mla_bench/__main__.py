@@ -81,6 +81,19 @@ def hidden_line(runs: dict) -> str:
     )
 
 
+def runner_times(base_tree: Path, patched_tree: Path, cfg: dict) -> dict:
+    """``--runners``: each tree's ``mla_harness.runner_check --time``, one
+    process per tree, one after the other on this machine."""
+    if cfg["device"] != "cuda":
+        raise UserError("--runners times real CUDA graphs: it needs a GPU")
+    out = {}
+    for name, tree in (("base", base_tree), ("patched", patched_tree)):
+        progress(f"[bench] runners' execute on {name}: {tree}")
+        stdout = child.run("mla_harness.runner_check", tree, "cuda", "--time", str(cfg["repeats"]))
+        out[name] = json.loads(stdout.strip().splitlines()[-1])
+    return out
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = config.parser().parse_args(argv)
@@ -120,6 +133,10 @@ def main(argv=None) -> int:
         table += "\n\nPer patch (each against the tree before it):\n\n" + report.ladder_markdown(
             steps, cfg
         )
+    timed_runners = {}
+    if args.runners:
+        timed_runners = runner_times(trees[0][1], trees[-1][1], cfg)
+        table += "\n\n" + report.runner_markdown(timed_runners)
     print(table)
     out_dir = Path(args.out_dir or layout.build / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +149,7 @@ def main(argv=None) -> int:
         "trees": [str(p) for _, p in trees],
         "result": result,
         "runs": runs,
+        "runners": timed_runners,
         "table": table,
     }
     written = [f"bench-{stamp}.json"]

@@ -189,7 +189,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ladder",
         action="store_true",
-        help="also measure base + each prefix of the series (trees in <build>/ladder)",
+        help="also measure base + each prefix of the series (trees in build/<base>/ladder)",
+    )
+    p.add_argument(
+        "--runners",
+        action="store_true",
+        help="also time the host side of v0.5.23's real graph runners' execute (v0.5.23; GPU)",
     )
     return p
 

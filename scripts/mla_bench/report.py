@@ -68,7 +68,7 @@ def fill_markdown(result: dict) -> list[str]:
         "",
         "Metadata work per replay, alone in a CUDA graph replayed back to back (GPU µs "
         "per replay): base, the replay call's add, copy and block-table launches; patched, "
-        "the fill the captured forward runs (0007); each beside a graph of one tiny kernel "
+        "the rebuild the captured forward runs; each beside a graph of one tiny kernel "
         "timed the same way right after it (the floor of any graph replay).",
         "",
         "| context | bs | phase | GPU µs base | GPU µs patched | one-kernel graph µs "
@@ -138,7 +138,8 @@ def markdown(result: dict, cfg: dict) -> str:
         "graph. "
         + (
             "GPU µs: CUDA-event span of that call plus, where the captured forward does "
-            "metadata work of its own (0007 rebuilds there), a replay of that work as a graph. "
+            "metadata work of its own (the series rebuilds there), a replay of that work "
+            "as a graph. "
             if gpu
             else ""
         )
@@ -314,4 +315,43 @@ def ladder_markdown(steps: list, cfg: dict) -> str:
                     fmt = _fmt if key.endswith("_us") else str
                     cells.append(f"{fmt(b[phase][key])} -> {fmt(p[phase][key])}")
             lines.append(_row(*cells, f"{size(held_b)} -> {size(held_p)}"))
+    return "\n".join(lines)
+
+
+def runner_markdown(times: dict) -> str:
+    """``--runners``: median host µs of each real runner's ``execute`` per
+    captured size, base vs patched, and per setup the EAGLE iteration's sum
+    (draft + verify alone + draft extend) over the sizes both measured."""
+    key = lambda r: (r["setup"], r["runner"], r["bs"], r["path"])  # noqa: E731
+    base = {key(r): r["execute_us"] for r in times["base"]}
+    patched = {key(r): r["execute_us"] for r in times["patched"]}
+    lines = [
+        "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
+        "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
+        "each call; one attention layer per forward), median per captured size:",
+        "",
+        _row("setup", "runner", "bs", "path", "µs base", "µs patched", "saved"),
+        "|---:|---|---:|---|---:|---:|---:|",
+    ]
+    iteration = {}
+    for k in sorted(base):
+        if k not in patched:
+            continue
+        b, p = base[k], patched[k]
+        lines.append(_row(k[0], k[1], k[2], k[3], _fmt(b), _fmt(p), _fmt(b - p)))
+        if k[3] == "execute" and "(decode)" not in k[1]:
+            sums = iteration.setdefault((k[0], k[2]), [0.0, 0.0, 0])
+            sums[0], sums[1], sums[2] = sums[0] + b, sums[1] + p, sums[2] + 1
+    lines += [
+        "",
+        "EAGLE iteration (draft + verify + draft extend execute), per setup and size:",
+        "",
+    ]
+    lines += [
+        _row("setup", "bs", "µs base", "µs patched", "share saved"),
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for (setup, bs), (b, p, n) in sorted(iteration.items()):
+        if n == 3:
+            lines.append(_row(setup, bs, _fmt(b), _fmt(p), f"{(b - p) / b:.0%}"))
     return "\n".join(lines)

@@ -582,6 +582,53 @@ class RunnerCheck:
             )
         return report
 
+    def time_execute(self, repeats: int, warmup: int = 3) -> list:
+        """Host µs of each runner's whole ``execute`` call (the copies into
+        its buffers, padding, the out-of-graph metadata call, the graph
+        launch), with the GPU idle before each call: per runner, captured
+        size and path (verify after ``load_batch``, or alone), the median of
+        ``repeats`` unpadded replays after ``warmup`` more."""
+        import statistics
+        import time
+
+        import torch
+
+        cuda = self.device.startswith("cuda")
+        report = []
+        for r in self.runners:
+            execute, samples = r.runner.execute, []
+
+            def timed(*args, execute=execute, samples=samples, **kwargs):
+                if cuda:
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                out = execute(*args, **kwargs)
+                samples.append((time.perf_counter() - start) * 1e6)
+                return out
+
+            r.runner.execute = timed
+            try:
+                for bs in r.runner.capture_bs:
+                    by_path = {}
+                    for i in range(warmup + repeats):
+                        samples.clear()
+                        r.replay(bs)
+                        if i >= warmup:
+                            by_path.setdefault(r.path, []).extend(samples)
+                    for path, us in sorted(by_path.items()):
+                        report.append(
+                            {
+                                "runner": r.label or r.name,
+                                "bs": bs,
+                                "path": path,
+                                "samples": len(us),
+                                "execute_us": statistics.median(us),
+                            }
+                        )
+            finally:
+                del r.runner.execute
+        return report
+
 
 SETUPS = (  # (Setup kwargs, captured batch sizes)
     (dict(page_size=64, context_len=2048, max_bs=4), (1, 2, 4)),
@@ -596,6 +643,13 @@ def main(argv=None) -> int:
         "--freeze-metadata",
         action="store_true",
         help="CPU: each re-run of a graph first restores the metadata objects it was captured with",
+    )
+    parser.add_argument(
+        "--time",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of the checks: the host µs of each runner's execute, median of N",
     )
     args = parser.parse_args(argv)
     child.enter(args)
@@ -622,7 +676,8 @@ def main(argv=None) -> int:
                     freeze=args.freeze_metadata,
                     speculative=speculative,
                 )
-                report.extend({"setup": i, **r} for r in check.run(args.replays))
+                rows = check.time_execute(args.time) if args.time else check.run(args.replays)
+                report.extend({"setup": i, **r} for r in rows)
     print(json.dumps(report))
     return 0
 

@@ -100,3 +100,32 @@ def _config(device="cpu"):
         cuda_graph_max_bs=4, device=device, repeats=2, memory_context=8192, memory_max_bs=[8]
     )
     return cfg
+
+
+def test_runner_table_sums_the_iteration_without_plain_decode_or_preplanned_verify():
+    def rows(scale):
+        out = []
+        for runner, us in (
+            ("EAGLEDraftCudaGraphRunner", 100),
+            ("DecodeCudaGraphRunner (target verify)", 60),
+            ("EAGLEDraftExtendCudaGraphRunner", 40),
+            ("DecodeCudaGraphRunner (decode)", 1000),
+        ):
+            out.append(
+                {"setup": 0, "runner": runner, "bs": 2, "path": "execute", "execute_us": us * scale}
+            )
+        out.append(
+            {
+                "setup": 0,
+                "runner": "DecodeCudaGraphRunner (target verify)",
+                "bs": 2,
+                "path": "load_batch, execute",
+                "execute_us": 5000,
+            }
+        )
+        return out
+
+    text = report.runner_markdown({"base": rows(1.0), "patched": rows(0.5)})
+    assert "| 0 | 2 | 200.0 | 100.0 | 50% |" in text  # 100 + 60 + 40, halved
+    preplanned = "| 2 | load_batch, execute | 5000.0 | 5000.0 | 0.0 |"
+    assert f"| 0 | DecodeCudaGraphRunner (target verify) {preplanned}" in text
