@@ -65,8 +65,8 @@ PRESETS = {
     },
 }
 SIZED = tuple(PRESETS["full"])
-# What the CPU runs take on a 2-core machine (measured: see README, Benchmark).
-CPU_TIME = {"full": "about 30 min", "quick": "about 25 s"}
+# What the CPU runs take on a 2-core machine (measured: scripts/mla_bench/README.md).
+CPU_TIME = {"full": "about 32 min", "quick": "about 24 s"}
 
 
 def _ints(text: str) -> list[int]:
