@@ -63,7 +63,7 @@ def test_help_through_make_shows_the_invocation_every_default_and_what_quick_set
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     assert text.startswith('usage: make bench BENCH_ARGS="[options]"')
-    assert "--quick on CPU, where --full takes about 30 min on 2 cores" in text
+    assert "--quick on CPU, where --full takes about 32 min on 2 cores" in text
     assert "contexts 4096, batch sizes 1,4, CUDA-graph max bs 4" in text  # what --quick sets
     assert "(default: --full 81920,163840; --quick 4096)" in text
     entries = re.split(r"\n  (?=-)", proc.stdout.split("options:", 1)[1])

@@ -40,7 +40,7 @@ def test_bench_cpu_defaults_patched_never_worse(trees, tmp_path, request):
         assert patched["decode_replay"]["launches"] < base["decode_replay"]["launches"]
     err = proc.stderr
     assert "[bench] quick sizes, 2 trees x 2 points, 2 repeats on CPU (the CPU default):" in err
-    assert 'BENCH_ARGS="--full" for the full sizes (about 30 min)' in err
+    assert 'BENCH_ARGS="--full" for the full sizes (about 32 min)' in err
     assert "UserWarning:" not in err and "warnings.warn" not in err
     assert "[bench] hid 6 UserWarnings of SGLang's imports over 2 trees" in err
     assert f"/: bench-{stamp}.json, bench-{stamp}.png (this run), latest.json," in err
