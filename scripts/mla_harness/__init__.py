@@ -28,8 +28,6 @@ Modules, one job each:
   v0.5.23's own.
 - ``dcp_check``: DCP 2 / 4, every rank: what each rank's kernel receives after
   every replay, against the DCP layout's reference (v0.5.23).
-- ``fix_check``: the v0.5.23 series' fixes (0002-0004) and 0005's step guard,
-  each as the behaviour it changes.
 """
 
 import os as _os

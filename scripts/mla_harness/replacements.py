@@ -123,7 +123,7 @@ beyond the backends is replaced by (``target_runner_fields``,
    captured; attributes rebound later, scalars and host tensors are not
    restored.
 
-``dcp_check`` and ``fix_check`` (v0.5.23), and the benchmark's ``--dcp-size``:
+``dcp_check`` (v0.5.23) and the benchmark's ``--dcp-size``:
 
 17. Decode context parallelism in one process: ``get_parallel().override``
    sets only the DCP group's size and rank (``dcp_size``, ``attn_dcp_size``,

@@ -1,6 +1,6 @@
 """The series' upstream test file, run on both v0.5.23 trees.
 
-patches/v0.5.23 0007 adds ``test/registered/attention/
+patches/v0.5.23 0007 adds ``test/registered/attention/unittests/mla/
 test_trtllm_mla_cuda_graph_metadata.py`` to SGLang; ``make apply`` puts it in
 the patched tree (``build/v0.5.23/sglang``). Each tree runs it once, in a
 child pytest with that tree first on the path and the harness's replacements
@@ -27,7 +27,7 @@ import pytest
 from .conftest import TREES
 
 ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM_PATH = "test/registered/attention/test_trtllm_mla_cuda_graph_metadata.py"
+UPSTREAM_PATH = "test/registered/attention/unittests/mla/test_trtllm_mla_cuda_graph_metadata.py"
 PLUGIN_DIR = Path(__file__).resolve().parent  # registered_env23.py
 SCRIPTS = ROOT / "scripts"
 TIMEOUT_S = 900
@@ -39,7 +39,10 @@ GROUPS = {
     "kernel_large_default_arguments": (("test_large_default_arguments",), True, True),
     "kernel_large_kv_lens_out": (("test_large_kv_lens_out_and_offset",), False, True),
     "graph_metadata": (("test_graph_metadata",), False, False),
+    "fix_0001_double_capture": (("test_batch_size_captured_twice_reads_the_replay",), False, False),
     "fix_0002_replayed_size": (("test_replay_call_selects_replayed_size_metadata",), False, False),
+    "fix_0003_dp_padded_extend": (("test_dp_padded_draft_extend_query_layout",), False, False),
+    "fix_0004_fp4_rows": (("test_fp4_ragged_verify_output_has_every_row",), False, True),
     "fix_0003_uneven_extend": (("test_uneven_draft_extend_query_layout",), False, False),
     "fix_0004_unpad_bound": (("test_unpad_output_bounded_by_output_rows",), False, False),
     "fix_0005_step_guard": (("test_later_draft_step_has_no_graph_state",), False, False),
