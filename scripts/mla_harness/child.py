@@ -80,6 +80,17 @@ def exchange(module: str, tree: Path, device: str, flag: str, payload, **kwargs)
         return out.read_bytes()
 
 
+def run_report(module: str, tree: Path, device: str, *args: str, **kwargs):
+    """``run`` a child that prints a JSON report as its last line and pickles
+    its records to ``--out FILE``; return (report, records)."""
+    import pickle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "records.pkl")
+        stdout = run(module, tree, device, *args, "--out", str(out), **kwargs)
+        return json.loads(stdout.strip().splitlines()[-1]), pickle.loads(out.read_bytes())
+
+
 def report_errors(prog: str, body: Callable[[], int]) -> int:
     """Run an entry point's ``body``; a ``UserError`` is one line on stderr."""
     try:

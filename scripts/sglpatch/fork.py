@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shlex
 import tempfile
 from collections.abc import Iterator
@@ -16,6 +14,7 @@ from sglpatch.console import note
 from sglpatch.errors import UserError
 from sglpatch.gitcmd import Git, output_of, scratch_worktree
 from sglpatch.layout import Layout
+from sglpatch.lock import pid_lock
 from sglpatch.makevars import via_make
 from sglpatch.patchinfo import abort_am, describe_failure
 from sglpatch.pin import Pin, load_pin
@@ -62,19 +61,14 @@ def fork_lock(git: Git) -> Iterator[None]:
     run is refused (it would apply on top of the first's branch)."""
     common = Path(git.out("rev-parse", "--path-format=absolute", "--git-common-dir"))
     path = common / LOCK_NAME
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise UserError(
-                f"another sglpatch apply is running on {git.cwd} ({holder}, lock {path}):"
-                " wait for it to finish, then apply again"
-            ) from None
-        handle.truncate(0)
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
+
+    def refuse(holder: str) -> None:
+        raise UserError(
+            f"another sglpatch apply is running on {git.cwd} ({holder}, lock {path}):"
+            " wait for it to finish, then apply again"
+        )
+
+    with pid_lock(path, refuse):
         yield
 
 

@@ -5,14 +5,33 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from sglpatch import scratch
 from sglpatch.console import note
 from sglpatch.layout import Layout
 
 LOCK_NAME = ".sglpatch.lock"
+
+
+@contextmanager
+def pid_lock(path: Path, busy: Callable[[str], None]) -> Iterator[None]:
+    """An exclusive ``flock`` of ``path`` that records this process's pid.
+    When another process holds it, ``busy(holder)`` is called with what that
+    one recorded: it raises to refuse, or returns to wait for the lock."""
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            busy(handle.read().strip() or "another process")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        yield
 
 
 @contextmanager
@@ -28,17 +47,11 @@ def build_lock(layout: Layout, create: bool = True) -> Iterator[None]:
             return
         layout.build.mkdir(parents=True, exist_ok=True)
     path = layout.build / LOCK_NAME
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            note(f"waiting for the sglpatch run holding {path} ({holder})")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.truncate(0)
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
+
+    def wait(holder: str) -> None:
+        note(f"waiting for the sglpatch run holding {path} ({holder})")
+
+    with pid_lock(path, wait):
         scratch.sweep(layout)
         from sglpatch.export import finish_export  # export imports the build tree code
 

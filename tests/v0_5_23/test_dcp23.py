@@ -16,8 +16,6 @@ hand the kernel the same tensors.
 from __future__ import annotations
 
 import json
-import pickle
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,21 +32,8 @@ MAX_BS = 4  # dcp_check.SETUP
 
 
 def _run(tree: Path, device: str, size: int, replays: int):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp, "records.pkl")
-        stdout = child.run(
-            "mla_harness.dcp_check",
-            tree,
-            device,
-            "--dcp-size",
-            str(size),
-            "--replays",
-            str(replays),
-            "--out",
-            str(out),
-            timeout=1800,
-        )
-        return json.loads(stdout.strip().splitlines()[-1]), pickle.loads(out.read_bytes())
+    args = ("--dcp-size", str(size), "--replays", str(replays))
+    return child.run_report("mla_harness.dcp_check", tree, device, *args, timeout=1800)
 
 
 @pytest.fixture(scope="module")

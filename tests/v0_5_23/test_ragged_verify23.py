@@ -18,8 +18,6 @@ and a check of the base tree that shows the probe sees them).
 from __future__ import annotations
 
 import json
-import pickle
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,19 +33,8 @@ EAGER_PATHS = 2  # without and with CUDA-graph state
 
 
 def _run(tree: Path, device: str, replays: int) -> tuple[list, list]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp, "outputs.pkl")
-        stdout = child.run(
-            "mla_harness.ragged_verify_check",
-            tree,
-            device,
-            "--replays",
-            str(replays),
-            "--out",
-            str(out),
-            timeout=1800,
-        )
-        return json.loads(stdout.strip().splitlines()[-1]), pickle.loads(out.read_bytes())
+    args = ("--replays", str(replays))
+    return child.run_report("mla_harness.ragged_verify_check", tree, device, *args, timeout=1800)
 
 
 @pytest.fixture(scope="module")
