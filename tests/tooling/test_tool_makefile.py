@@ -89,8 +89,11 @@ def test_no_recipe_line_names_a_user_variable():
 def _make(sandbox: Path, *args: str, cwd: Path | None = None, **env: str):
     """Run make on the sandbox's Makefile with the project's venv."""
     python = str(ROOT / ".venv" / "bin" / "python")
+    # As a user's top-level make: not a sub-make of `make test` (whose
+    # MAKELEVEL would turn make's "make: ***" status line into "make[1]: ***").
+    inherited = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MFLAGS")}
     full_env = {
-        **os.environ,
+        **inherited,
         "SGLPATCH_PATCHES_DIR": str(sandbox / "patches"),
         "MAKEFLAGS": "",
         "PWD": str(cwd or sandbox),
