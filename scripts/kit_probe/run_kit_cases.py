@@ -114,34 +114,27 @@ def main() -> int:
     for kind, prefix_lens, n in todo:
         kit_env.CALLS.clear()
         t0 = time.time()
-        if kind == "verify":
-            case = mla.MLAAttentionCase(
-                name=args.name or "runner_cuda_graph_eagle_verify_trtllm_mla_chain",
-                backend="trtllm_mla",
-                forward_mode=ForwardMode.TARGET_VERIFY,
-                num_heads=4,
-                page_size=64,
-                prefix_lens=prefix_lens,
-                extend_lens=(n,) * len(prefix_lens),
-            )
-            fn = partial(
-                stv.run_mla_eagle_verify_cuda_graph_case,
-                tc,
-                case,
-                topk=1,
-                device=args.device,
-                **SHAPE,
-            )
+        # Upstream's registered case names (their length seeds the page shuffle).
+        verify = kind == "verify"
+        default_name = (
+            "runner_cuda_graph_eagle_verify_trtllm_mla_chain"
+            if verify
+            else "runner_cuda_graph_decode_trtllm_mla_page_boundary"
+        )
+        case = mla.MLAAttentionCase(
+            name=args.name or default_name,
+            backend="trtllm_mla",
+            forward_mode=ForwardMode.TARGET_VERIFY if verify else ForwardMode.DECODE,
+            num_heads=4,
+            page_size=64,
+            prefix_lens=prefix_lens,
+            **({"extend_lens": (n,) * len(prefix_lens)} if verify else {}),
+        )
+        if verify:
+            run_case = partial(stv.run_mla_eagle_verify_cuda_graph_case, topk=1)
         else:
-            case = mla.MLAAttentionCase(
-                name=args.name or "runner_cuda_graph_decode_trtllm_mla_page_boundary",
-                backend="trtllm_mla",
-                forward_mode=ForwardMode.DECODE,
-                num_heads=4,
-                page_size=64,
-                prefix_lens=prefix_lens,
-            )
-            fn = partial(run_mla_cuda_graph_decode_case, tc, case, device=args.device, **SHAPE)
+            run_case = run_mla_cuda_graph_decode_case
+        fn = partial(run_case, tc, case, device=args.device, **SHAPE)
         err = None
         try:
             with kit_env.device_ctx(cuda), torch.no_grad():
