@@ -81,16 +81,24 @@ def hidden_line(runs: dict) -> str:
     )
 
 
-def runner_times(base_tree: Path, patched_tree: Path, cfg: dict) -> dict:
-    """``--runners``: each tree's ``mla_harness.runner_check --time``, one
-    process per tree, one after the other on this machine."""
+def runner_times(base_tree: Path, patched_tree: Path, cfg: dict, rounds: int) -> dict:
+    """``--runners``: ``rounds`` processes of ``mla_harness.runner_check
+    --time`` per tree (the two trees cannot share a process: both are
+    ``sglang``), base and patched alternating which goes first; per tree, the
+    rounds' reports (``report.runner_rounds`` joins them)."""
     if cfg["device"] != "cuda":
         raise UserError("--runners times real CUDA graphs: it needs a GPU")
-    out = {}
-    for name, tree in (("base", base_tree), ("patched", patched_tree)):
-        progress(f"[bench] runners' execute on {name}: {tree}")
-        stdout = child.run("mla_harness.runner_check", tree, "cuda", "--time", str(cfg["repeats"]))
-        out[name] = json.loads(stdout.strip().splitlines()[-1])
+    if rounds < 1:
+        raise UserError("--runner-rounds must be >= 1")
+    trees = [("base", base_tree), ("patched", patched_tree)]
+    out = {"base": [], "patched": []}
+    for i in range(rounds):
+        for name, tree in trees if i % 2 == 0 else trees[::-1]:
+            progress(f"[bench] runners' execute, round {i + 1}/{rounds}, {name}: {tree}")
+            stdout = child.run(
+                "mla_harness.runner_check", tree, "cuda", "--time", str(cfg["repeats"])
+            )
+            out[name].append(json.loads(stdout.strip().splitlines()[-1]))
     return out
 
 
@@ -135,7 +143,7 @@ def main(argv=None) -> int:
         )
     timed_runners = {}
     if args.runners:
-        timed_runners = runner_times(trees[0][1], trees[-1][1], cfg)
+        timed_runners = runner_times(trees[0][1], trees[-1][1], cfg, args.runner_rounds)
         table += "\n\n" + report.runner_markdown(timed_runners)
     print(table)
     out_dir = Path(args.out_dir or layout.build / "bench")

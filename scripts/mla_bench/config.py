@@ -196,6 +196,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also time the host side of v0.5.23's real graph runners' execute (v0.5.23; GPU)",
     )
+    p.add_argument(
+        "--runner-rounds",
+        type=int,
+        default=6,
+        metavar="N",
+        help="--runners: processes per tree, base and patched alternating (default 6)",
+    )
     return p
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from .config import ACCEPT_LENGTH, SEED_TPOT_SAVING_MS
 
 REPLAY = ("draft_replay", "verify_replay", "extend_replay")  # one EAGLE iteration
@@ -318,40 +320,75 @@ def ladder_markdown(steps: list, cfg: dict) -> str:
     return "\n".join(lines)
 
 
+def runner_rounds(times: dict) -> dict:
+    """``--runners``' rounds joined: per tree and (setup, runner, bs, path),
+    the median over the rounds of each round's median µs, the rounds' lowest
+    and highest, and the launches and device-to-host reads of one
+    ``execute`` (exact: every round must count the same)."""
+    joined = {}
+    for tree, rounds in times.items():
+        rows = {}
+        for report in rounds:
+            for r in report:
+                key = (r["setup"], r["runner"], r["bs"], r["path"])
+                row = rows.setdefault(key, {"us": [], "counts": set()})
+                row["us"].append(r["execute_us"])
+                row["counts"].add((r["launches"], r["syncs"]))
+        for key, row in rows.items():
+            if len(row["counts"]) != 1:
+                raise ValueError(f"{tree} {key}: launches differ between rounds: {row['counts']}")
+            (launches, syncs), us = row["counts"].pop(), row["us"]
+            row.update(median=statistics.median(us), low=min(us), high=max(us), launches=launches)
+            row["syncs"] = syncs
+        joined[tree] = rows
+    return joined
+
+
 def runner_markdown(times: dict) -> str:
-    """``--runners``: median host µs of each real runner's ``execute`` per
-    captured size, base vs patched, and per setup the EAGLE iteration's sum
-    (draft + verify alone + draft extend) over the sizes both measured."""
-    key = lambda r: (r["setup"], r["runner"], r["bs"], r["path"])  # noqa: E731
-    base = {key(r): r["execute_us"] for r in times["base"]}
-    patched = {key(r): r["execute_us"] for r in times["patched"]}
+    """``--runners``: per real runner and captured size, the launches of one
+    ``execute`` and its host µs (median over the rounds of each process's
+    median, with the rounds' range), base vs patched; and per setup the EAGLE
+    iteration's sum (draft + verify alone + draft extend) over the sizes
+    both measured."""
+    joined = runner_rounds(times)
+    base, patched = joined["base"], joined["patched"]
+    rounds = len(times["base"])
+    span = lambda r: f"{_fmt(r['median'])} ({_fmt(r['low'])}-{_fmt(r['high'])})"  # noqa: E731
     lines = [
         "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
         "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
-        "each call; one attention layer per forward), median per captured size:",
+        f"each call; one attention layer per forward): {rounds} processes per tree, base "
+        "and patched alternating; the median of the processes' medians (their range), "
+        "and the host launches of one execute (exact; the graph replay is one):",
         "",
-        _row("setup", "runner", "bs", "path", "µs base", "µs patched", "saved"),
-        "|---:|---|---:|---|---:|---:|---:|",
+        _row("setup", "runner", "bs", "path", "launches", "µs base", "µs patched", "saved"),
+        "|---:|---|---:|---|---:|---:|---:|---:|",
     ]
     iteration = {}
     for k in sorted(base):
         if k not in patched:
             continue
         b, p = base[k], patched[k]
-        lines.append(_row(k[0], k[1], k[2], k[3], _fmt(b), _fmt(p), _fmt(b - p)))
+        launches = f"{b['launches']} -> {p['launches']}"
+        saved = _fmt(b["median"] - p["median"])
+        lines.append(_row(k[0], k[1], k[2], k[3], launches, span(b), span(p), saved))
         if k[3] == "execute" and "(decode)" not in k[1]:
-            sums = iteration.setdefault((k[0], k[2]), [0.0, 0.0, 0])
-            sums[0], sums[1], sums[2] = sums[0] + b, sums[1] + p, sums[2] + 1
+            sums = iteration.setdefault((k[0], k[2]), [0.0, 0.0, 0, 0, 0])
+            sums[0] += b["median"]
+            sums[1] += p["median"]
+            sums[2] += b["launches"]
+            sums[3] += p["launches"]
+            sums[4] += 1
     lines += [
         "",
-        "EAGLE iteration (draft + verify + draft extend execute), per setup and size:",
+        "EAGLE iteration (draft + verify + draft extend execute; verify's metadata call is "
+        "inside its execute here, in load_batch when planned ahead), per setup and size:",
         "",
+        _row("setup", "bs", "launches", "µs base", "µs patched", "share saved"),
+        "|---:|---:|---:|---:|---:|---:|",
     ]
-    lines += [
-        _row("setup", "bs", "µs base", "µs patched", "share saved"),
-        "|---:|---:|---:|---:|---:|",
-    ]
-    for (setup, bs), (b, p, n) in sorted(iteration.items()):
+    for (setup, bs), (b, p, lb, lp, n) in sorted(iteration.items()):
         if n == 3:
-            lines.append(_row(setup, bs, _fmt(b), _fmt(p), f"{(b - p) / b:.0%}"))
+            share = f"{(b - p) / b:.0%}"
+            lines.append(_row(setup, bs, f"{lb} -> {lp}", _fmt(b), _fmt(p), share))
     return "\n".join(lines)

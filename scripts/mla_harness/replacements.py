@@ -89,7 +89,10 @@ beyond the backends is replaced by (``target_runner_fields``,
    proxies, n-gram embedding, hisparse, capture hooks or canary; a logits
    buffer of zeros; ``decode_num_tokens_per_req`` as ``ModelRunner``'s for
    EAGLE, ``model_runner.py:876-895``, which cannot be imported without the
-   server's packages).
+   server's packages). Under ``--enable-torch-compile`` (``runner_check``'s
+   ``compile`` variant) the stand-in is a ``torch.nn.Module`` whose
+   ``forward`` is the same call, as ``patch_model`` walks ``_modules`` and
+   compiles ``model.forward``.
 14. The process groups of a one-process world: ``get_parallel().tp_group``
    (``FullCudaGraphBackend`` calls ``barrier()`` before each warm-up: a no-op
    alone) and the capture loop's ``graph_capture`` (for a world of one,
@@ -422,10 +425,11 @@ def single_process_graph_capture():
         module.graph_capture = real
 
 
-def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
+def target_runner_fields(backends, model_forward, eagle: bool = True, module: bool = False) -> None:
     """Replacements 13 and 15 for the target worker's model runner, which the
     decode runner is built on (``ModelRunner``'s fields the runner reads
-    beyond the backends')."""
+    beyond the backends'). ``module``: the model is a ``torch.nn.Module``
+    (what ``torch_compile_decoration.patch_model`` walks and compiles)."""
     import torch
     from sglang.srt.runtime_context import get_server_args
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -460,7 +464,7 @@ def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
         )
 
     runner.decode_num_tokens_per_req = decode_num_tokens_per_req
-    _runner_fields(runner, model_forward)
+    _runner_fields(runner, model_forward, module)
     runner.lora_manager = None
     runner.hisparse_coordinator = None
     runner.capture_head_hooks = []
@@ -473,10 +477,11 @@ def target_runner_fields(backends, model_forward, eagle: bool = True) -> None:
     runner.get_aux_hidden_states_width = lambda: None
 
 
-def _runner_fields(runner, model_forward) -> None:
+def _runner_fields(runner, model_forward, module: bool = False) -> None:
     """The model-runner fields every runner here reads the same way: no
     device timer or canary, GPU 0, a logits buffer of zeros, the stand-in
-    model (13), the kernel warm-up done (15)."""
+    model (13; ``module``: as a ``torch.nn.Module``), the kernel warm-up
+    done (15)."""
     import torch
     from sglang.srt.configs.shared_experts import SharedExpertsConfig
 
@@ -489,9 +494,16 @@ def _runner_fields(runner, model_forward) -> None:
             rows, vocab_size, dtype=torch.float32, device=runner.device
         )
     )
-    runner.model = SimpleNamespace(
-        forward=model_forward, shared_experts_config=SharedExpertsConfig()
-    )
+    if module:
+
+        class Model(torch.nn.Module):
+            def forward(self, *args, **kwargs):
+                return model_forward(*args, **kwargs)
+
+        runner.model = Model()
+    else:
+        runner.model = SimpleNamespace(forward=model_forward)
+    runner.model.shared_experts_config = SharedExpertsConfig()
     runner._kernel_warmed_up = True  # 15
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from . import child
@@ -95,18 +96,22 @@ def check_marker_order(events: list) -> None:
     assert "attention" in events and marker < events.index("attention"), events
 
 
-def server_args(capture_bs):
+def server_args(capture_bs, compile_max_bs: int = 0):
     """The run's server arguments beyond the backends' (``sglang_api.V0523.
     configure``): graphs for the batch sizes ``capture_bs`` (``--cuda-graph-
     config``; a batch between two is padded up), no FlashInfer autotune (it
-    tunes the model's kernels; ``--disable-flashinfer-autotune``)."""
+    tunes the model's kernels; ``--disable-flashinfer-autotune``); with
+    ``compile_max_bs``, ``--enable-torch-compile --torch-compile-max-bs N``."""
     from sglang.srt.model_executor.cuda_graph_config import CudaGraphConfig
-    from sglang.srt.runtime_context import get_exec
+    from sglang.srt.runtime_context import get_exec, get_flags
 
     stack = contextlib.ExitStack()
     graphs = CudaGraphConfig.from_dict({"decode": {"bs": list(capture_bs)}})
     stack.enter_context(get_exec().graph.override(cuda_graph_config=graphs))
     stack.enter_context(get_exec().kernel.override(disable_flashinfer_autotune=True))
+    if compile_max_bs:
+        stack.enter_context(get_exec().graph.override(torch_compile_max_bs=compile_max_bs))
+        stack.enter_context(get_flags().capture.override(enable_torch_compile=True))
     return stack
 
 
@@ -133,6 +138,7 @@ class Runner:
         self.runner = None
         self.path = "execute"  # how the last replay was made
         self.orders_checked = 0  # CPU re-runs whose marker order was checked
+        self.dynamo = None  # torch.compile: dynamo's counts over this runner's captures
 
     def build(self, worker) -> None:
         """The real runner, on ``worker``: its ``__init__`` captures."""
@@ -168,8 +174,16 @@ class Runner:
         """One ``execute`` with a new batch; returns (batch, outputs)."""
         raise NotImplementedError
 
-    def stale(self, bs: int):
-        """The control: the graph of ``bs`` replayed without ``execute``."""
+    def graph(self) -> str:
+        """The variant of the graph the last ``execute`` replayed ("": one per size)."""
+        return ""
+
+    def labels(self) -> tuple:
+        """The LoRA variants this runner captured per size (``_make_graph_key``)."""
+        return ("lora", "nolora") if getattr(self.runner, "record_nolora_graph", False) else (None,)
+
+    def stale(self, bs: int, label=None):
+        """The control: the graph of ``bs`` (variant ``label``) replayed without ``execute``."""
         import torch
 
         batch, fb = self.batch(bs)
@@ -182,7 +196,7 @@ class Runner:
                 backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
         runner = self.runner  # as its execute replays, less the refill before
         with runner.model_context():
-            out = runner.backend.replay(runner._make_graph_key(bs), fb)
+            out = runner.backend.replay(runner._make_graph_key(bs, variant_label=label), fb)
         return batch, self.outputs(out, bs)
 
 
@@ -314,8 +328,19 @@ class VerifyRunner(Runner):
         super().__init__(env, [env.backends.target], env.setup.draft_tokens)
 
     def build(self, worker) -> None:
+        from torch._dynamo.utils import counters
+
         cls = getattr(__import__(self.module, fromlist=["x"]), self.name)
-        self.runner = cls(self.env.backends.runner)
+        variant = self.env.variant
+        graphs = counters["stats"]["unique_graphs"]
+        breaks = sum(counters["graph_break"].values())
+        self.runner = cls(self.env.backends.runner, record_nolora_graph=variant.nolora)
+        if variant.compile_max_bs:
+            self.dynamo = {
+                "compile_bs": list(self.runner.compile_bs),
+                "graphs": counters["stats"]["unique_graphs"] - graphs,
+                "graph_breaks": sum(counters["graph_break"].values()) - breaks,
+            }
 
     def model_forward(self, input_ids, positions, forward_batch, **kwargs):
         """Replacement 13: the target model's forward, one attention layer."""
@@ -395,8 +420,16 @@ class VerifyRunner(Runner):
             can_run_decode_cuda_graph=True,
         )
 
+    def lora(self, fb) -> None:
+        """Two captures per size: every other batch carries an adapter id
+        (the "lora" graph), the others none ("nolora")."""
+        if self.labels() != (None,):
+            self.adapter = not getattr(self, "adapter", False)
+            fb.lora_ids = ["adapter"] * fb.batch_size if self.adapter else None
+
     def replay(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
+        self.lora(fb)
         assert self.runner.can_run_graph(fb), raw_bs
         if self.path == "execute":  # eagle_prepare_for_verify, every other one
             self.path = "load_batch, execute"
@@ -407,6 +440,10 @@ class VerifyRunner(Runner):
         out = self.outputs(self.runner.execute(fb), raw_bs)
         self.check_order()
         return batch, out
+
+    def graph(self) -> str:
+        """The variant of the graph the last ``execute`` replayed."""
+        return self.runner._replay_graph_key.variant_label or ""
 
     def check_order(self) -> None:
         """On CPU (replacement 16): the re-run's order (``check_marker_order``)."""
@@ -441,6 +478,7 @@ class DecodeRunner(VerifyRunner):
 
     def replay(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
+        self.lora(fb)
         assert self.runner.can_run_graph(fb), raw_bs
         out = self.outputs(self.runner.execute(fb), raw_bs)
         self.check_order()
@@ -459,11 +497,13 @@ class RunnerCheck:
         stack: contextlib.ExitStack,
         freeze: bool = False,
         speculative: bool = True,
+        variant: Variant | None = None,
     ):
         from . import attention, replacements, sglang_api
         from .consumer import Check, paged_mla_decode
 
         self.setup, self.device = setup, device
+        self.variant = variant = variant or VARIANTS["default"]
         self.check = Check(setup, device=device, seed=seed)
         self.backends = self.check.backends
         self.heads = setup.model.q_heads
@@ -487,15 +527,19 @@ class RunnerCheck:
         if not device.startswith("cuda"):
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
             stack.enter_context(replacements.eager_graph_backend(frozen))
-        stack.enter_context(server_args(capture_bs))
+        stack.enter_context(server_args(capture_bs, variant.compile_max_bs))
         if not speculative:  # plain decode: the target's runner alone
             decode = DecodeRunner(self)
-            replacements.target_runner_fields(self.backends, decode.model_forward, eagle=False)
+            replacements.target_runner_fields(
+                self.backends, decode.model_forward, eagle=False, module=variant.compile_max_bs > 0
+            )
             decode.build(None)
             self.runners = [decode]
             return
         draft, verify, extend = DraftRunner(self), VerifyRunner(self), DraftExtendRunner(self)
-        replacements.target_runner_fields(self.backends, verify.model_forward)
+        replacements.target_runner_fields(
+            self.backends, verify.model_forward, module=variant.compile_max_bs > 0
+        )
         worker = replacements.draft_worker(
             self.backends, setup, draft.draft_forward, extend.model_forward
         )
@@ -537,7 +581,13 @@ class RunnerCheck:
 
         rng = self.check.rng
         stats = {
-            r.label or r.name: {"worst": 0.0, "compared": 0, "padded": 0, "paths": {}}
+            r.label or r.name: {
+                "worst": 0.0,
+                "compared": 0,
+                "padded": 0,
+                "paths": {},
+                "graphs": {},
+            }
             for r in self.runners
         }
         for _ in range(replays):  # the runners in turn, each its own batch
@@ -549,18 +599,20 @@ class RunnerCheck:
                 st = stats[r.label or r.name]
                 st["padded"] += r.runner.bs != raw_bs
                 st["paths"][r.path] = st["paths"].get(r.path, 0) + 1
+                st["graphs"][r.graph()] = st["graphs"].get(r.graph(), 0) + 1
                 for got in outs:
                     st["worst"] = max(st["worst"], rel_err(got, ref))
                     st["compared"] += 1
         report = []
         for r in self.runners:
-            # The control, at every captured size: without ``execute`` a graph
-            # keeps the last batch's requests. inf (a NaN: a padded row of the
-            # last batch, all masked) differs too.
+            # The control, at every captured size and variant: without
+            # ``execute`` a graph keeps the last batch's requests. inf (a NaN:
+            # a padded row of the last batch, all masked) differs too.
             stale = min(
                 rel_err(got, r.reference(batch, bs))
                 for bs in r.runner.capture_bs
-                for batch, outs in [r.stale(bs)]
+                for label in r.labels()
+                for batch, outs in [r.stale(bs, label)]
                 for got in outs
             )
             st = stats[r.label or r.name]
@@ -572,6 +624,8 @@ class RunnerCheck:
                     "replays": replays,
                     "padded": st["padded"],
                     "paths": st["paths"],
+                    "graphs": st["graphs"],  # replays per LoRA variant ("": one graph per size)
+                    "dynamo": r.dynamo,
                     # CPU: re-runs whose storages were the capture's (replacement 16)
                     "addresses_checked": getattr(r.runner.backend, "eager_checked", 0),
                     "orders_checked": r.orders_checked,
@@ -587,20 +641,30 @@ class RunnerCheck:
         its buffers, padding, the out-of-graph metadata call, the graph
         launch), with the GPU idle before each call: per runner, captured
         size and path (verify after ``load_batch``, or alone), the median of
-        ``repeats`` unpadded replays after ``warmup`` more."""
+        ``repeats`` unpadded replays after ``warmup`` more; then, per path,
+        one more ``execute`` under ``launches.count_launches`` (what it
+        launches from the host, the graph replay included, and its
+        device-to-host reads)."""
         import statistics
         import time
 
         import torch
 
+        from . import launches
+
         cuda = self.device.startswith("cuda")
         report = []
         for r in self.runners:
-            execute, samples = r.runner.execute, []
+            execute, samples, counted = r.runner.execute, [], []
 
-            def timed(*args, execute=execute, samples=samples, **kwargs):
+            def timed(*args, execute=execute, samples=samples, counted=counted, **kwargs):
                 if cuda:
                     torch.cuda.synchronize()
+                if counted:  # the counting call: not timed
+                    with launches.count_launches() as counts:
+                        out = execute(*args, **kwargs)
+                    counted[0] = counts
+                    return out
                 start = time.perf_counter()
                 out = execute(*args, **kwargs)
                 samples.append((time.perf_counter() - start) * 1e6)
@@ -609,12 +673,16 @@ class RunnerCheck:
             r.runner.execute = timed
             try:
                 for bs in r.runner.capture_bs:
-                    by_path = {}
+                    by_path, counts = {}, {}
                     for i in range(warmup + repeats):
                         samples.clear()
                         r.replay(bs)
                         if i >= warmup:
                             by_path.setdefault(r.path, []).extend(samples)
+                    while set(counts) != set(by_path):
+                        counted[:] = [None]
+                        r.replay(bs)
+                        counts[r.path] = counted.pop()
                     for path, us in sorted(by_path.items()):
                         report.append(
                             {
@@ -623,6 +691,8 @@ class RunnerCheck:
                                 "path": path,
                                 "samples": len(us),
                                 "execute_us": statistics.median(us),
+                                "launches": counts[path].launches,
+                                "syncs": counts[path].syncs,
                             }
                         )
             finally:
@@ -634,6 +704,39 @@ SETUPS = (  # (Setup kwargs, captured batch sizes)
     (dict(page_size=64, context_len=2048, max_bs=4), (1, 2, 4)),
     (dict(page_size=32, context_len=1024, max_bs=3, steps=4, draft_tokens=5), (1, 3)),
 )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How the server is configured beyond ``SETUPS``' defaults."""
+
+    setups: tuple = SETUPS
+    # The decode runners (verify, plain decode) capture every size twice,
+    # "lora" then "nolora" (``record_nolora_graph``, as with a LoRA backend
+    # that skips inactive adapters, ``decode_cuda_graph_runner.py:246-248,
+    # 1330-1365``), and replays alternate between the two graphs (by
+    # ``lora_ids``, ``_resolve_lora_variant`` 755-762). No LoRA manager: the
+    # adapters' kernels are not on the metadata path.
+    nolora: bool = False
+    # ``--enable-torch-compile --torch-compile-max-bs N``: the decode runners
+    # capture the forward compiled by ``torch_compile_decoration.patch_model``
+    # for sizes up to N (CUDA only).
+    compile_max_bs: int = 0
+
+
+VARIANTS = {
+    "default": Variant(),
+    # EAGLE chains of 2 and 5 steps (1 step builds no draft runner,
+    # eagle_worker_v2.py:507): 1 and 4 step backends in the draft graph.
+    "steps": Variant(
+        (
+            (dict(page_size=64, context_len=1024, max_bs=3, steps=2, draft_tokens=3), (1, 3)),
+            (dict(page_size=32, context_len=2048, max_bs=3, steps=5, draft_tokens=6), (1, 3)),
+        )
+    ),
+    "double_capture": Variant(SETUPS[:1], nolora=True),
+    "compile": Variant(SETUPS[:1], compile_max_bs=2),
+}
 
 
 def main(argv=None) -> int:
@@ -651,6 +754,12 @@ def main(argv=None) -> int:
         metavar="N",
         help="instead of the checks: the host µs of each runner's execute, median of N",
     )
+    parser.add_argument(
+        "--variant",
+        choices=sorted(VARIANTS),
+        default="default",
+        help="server configuration beyond the defaults (VARIANTS)",
+    )
     args = parser.parse_args(argv)
     child.enter(args)
     from . import replacements
@@ -662,8 +771,11 @@ def main(argv=None) -> int:
     # A world of one process: TP 1, with the 16 query heads per rank of a
     # 64-head model at TP 4.
     model = MLAModel(num_attention_heads=16, attention_tp_size=1)
+    variant = VARIANTS[args.variant]
+    if variant.compile_max_bs and args.device != "cuda":
+        raise SystemExit("runner_check --variant compile: torch.compile's graphs need CUDA")
     report = []
-    for i, (kwargs, capture_bs) in enumerate(SETUPS):
+    for i, (kwargs, capture_bs) in enumerate(variant.setups):
         for speculative in (True, False):  # an EAGLE server's runners; a plain one's
             with contextlib.ExitStack() as stack:
                 stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
@@ -675,6 +787,7 @@ def main(argv=None) -> int:
                     stack,
                     freeze=args.freeze_metadata,
                     speculative=speculative,
+                    variant=variant,
                 )
                 rows = check.time_execute(args.time) if args.time else check.run(args.replays)
                 report.extend({"setup": i, **r} for r in rows)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from mla_bench import report
 
 
@@ -102,30 +104,55 @@ def _config(device="cpu"):
     return cfg
 
 
-def test_runner_table_sums_the_iteration_without_plain_decode_or_preplanned_verify():
-    def rows(scale):
-        out = []
-        for runner, us in (
-            ("EAGLEDraftCudaGraphRunner", 100),
-            ("DecodeCudaGraphRunner (target verify)", 60),
-            ("EAGLEDraftExtendCudaGraphRunner", 40),
-            ("DecodeCudaGraphRunner (decode)", 1000),
-        ):
-            out.append(
-                {"setup": 0, "runner": runner, "bs": 2, "path": "execute", "execute_us": us * scale}
-            )
+def _runner_rows(scale, launches):
+    out = []
+    for runner, us in (
+        ("EAGLEDraftCudaGraphRunner", 100),
+        ("DecodeCudaGraphRunner (target verify)", 60),
+        ("EAGLEDraftExtendCudaGraphRunner", 40),
+        ("DecodeCudaGraphRunner (decode)", 1000),
+    ):
         out.append(
             {
                 "setup": 0,
-                "runner": "DecodeCudaGraphRunner (target verify)",
+                "runner": runner,
                 "bs": 2,
-                "path": "load_batch, execute",
-                "execute_us": 5000,
+                "path": "execute",
+                "execute_us": us * scale,
+                "launches": launches,
+                "syncs": 0,
             }
         )
-        return out
+    out.append(
+        {
+            "setup": 0,
+            "runner": "DecodeCudaGraphRunner (target verify)",
+            "bs": 2,
+            "path": "load_batch, execute",
+            "execute_us": 5000,
+            "launches": launches,
+            "syncs": 0,
+        }
+    )
+    return out
 
-    text = report.runner_markdown({"base": rows(1.0), "patched": rows(0.5)})
-    assert "| 0 | 2 | 200.0 | 100.0 | 50% |" in text  # 100 + 60 + 40, halved
-    preplanned = "| 2 | load_batch, execute | 5000.0 | 5000.0 | 0.0 |"
+
+def test_runner_table_sums_the_iteration_without_plain_decode_or_preplanned_verify():
+    # Three rounds per tree: the table shows the median of the rounds' medians
+    # and their range; launches are the same in every round.
+    text = report.runner_markdown(
+        {
+            "base": [_runner_rows(s, 30) for s in (1.0, 3.0, 0.9)],
+            "patched": [_runner_rows(s, 20) for s in (0.5, 0.4, 2.0)],
+        }
+    )
+    assert "| 0 | 2 | 90 -> 60 | 200.0 | 100.0 | 50% |" in text  # 100 + 60 + 40, halved
+    preplanned = "| 2 | load_batch, execute | 30 -> 20 | 5000.0 (5000.0-5000.0) | 5000.0"
     assert f"| 0 | DecodeCudaGraphRunner (target verify) {preplanned}" in text
+    assert "| 100.0 (90.0-300.0) | 50.0 (40.0-200.0) | 50.0 |" in text  # the draft's row
+
+
+def test_runner_rounds_refuse_launch_counts_that_differ():
+    rounds = [_runner_rows(1.0, 30), _runner_rows(1.0, 31)]
+    with pytest.raises(ValueError, match="launches differ between rounds"):
+        report.runner_rounds({"base": rounds})
