@@ -50,7 +50,7 @@ def zero_kv_pool(page_size: int, device) -> KVPool:
 
 
 @contextlib.contextmanager
-def kernel_sink(backend, consume=None):
+def kernel_sink(backend, consume=None, record: bool = True):
     """Replace ``backend._run_decode_kernel``; yields the list of its calls.
 
     Each call is recorded as ``{"query", "block_tables", "seq_lens",
@@ -59,21 +59,23 @@ def kernel_sink(backend, consume=None):
     ``causal_seqs``, ``cp_world``, ``cp_rank``, ``return_lse``, as passed).
     ``consume`` (query, kv_cache, block_tables, seq_lens, page_size) -> (bs,
     q_len, heads, V_DIM) computes the output; by default it is left
-    uninitialized.
+    uninitialized. ``record=False``: nothing is kept (the list stays empty),
+    so that a forward compiled by torch.compile does not guard on its length.
     """
     calls = []
 
     def run(query, kv_cache, block_tables, seq_lens, max_seq_len, layer, **options):
         launches.note("attention")
-        calls.append(
-            {
-                "query": query,
-                "block_tables": block_tables,
-                "seq_lens": seq_lens,
-                "max_seq_len": max_seq_len,
-                "options": options,
-            }
-        )
+        if record:
+            calls.append(
+                {
+                    "query": query,
+                    "block_tables": block_tables,
+                    "seq_lens": seq_lens,
+                    "max_seq_len": max_seq_len,
+                    "options": options,
+                }
+            )
         if options.get("return_lse"):
             raise AssertionError("the kernel was asked for its LSE (DCP): not a path under test")
         if consume is not None:

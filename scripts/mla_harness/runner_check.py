@@ -521,7 +521,7 @@ class RunnerCheck:
 
         for backend in all_backends:
             if backend is not None:
-                stack.enter_context(attention.kernel_sink(backend, consume))
+                stack.enter_context(attention.kernel_sink(backend, consume, record=False))
         stack.enter_context(replacements.single_process_graph_capture())
         stack.enter_context(marker_spy())
         if not device.startswith("cuda"):
