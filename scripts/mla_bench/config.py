@@ -125,7 +125,12 @@ def parser() -> argparse.ArgumentParser:
         ),
         formatter_class=_Help,
     )
-    p.add_argument("--build", default="build", help="build root of `make apply` (<build>/<base>)")
+    p.add_argument(
+        "--build",
+        default="build",
+        help="build root of `make apply`: a base's trees are <build>/<base>/base and"
+        " <build>/<base>/sglang",
+    )
     p.add_argument(
         "--base", default=None, help="the base whose trees to measure (default: the default base)"
     )
@@ -189,7 +194,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ladder",
         action="store_true",
-        help="also measure base + each prefix of the series (trees in build/<base>/ladder)",
+        help="also measure base + each prefix of the series (trees in <build>/<base>/ladder)",
     )
     p.add_argument(
         "--runners",

@@ -73,6 +73,26 @@ def test_help_through_make_shows_the_invocation_every_default_and_what_quick_set
             assert "(default: " in " ".join(entry.split()), entry
 
 
+def test_help_names_the_paths_the_bench_uses(tmp_path):
+    """Issue 23: --ladder's help named <build>/ladder; the trees are per base. Every
+    path the help names is <build>/<base>/X, and X is where the bench looks."""
+    from sglpatch.layout import Layout
+
+    text = " ".join(config.parser().format_help().split())
+    named = re.findall(r"<build>/[\w<>/]+", text)
+    assert sorted(set(named)) == [
+        "<build>/<base>/base",
+        "<build>/<base>/bench",
+        "<build>/<base>/ladder",
+        "<build>/<base>/sglang",
+    ]
+    layout = Layout.create(tmp_path)
+    assert [layout.base, layout.sglang, layout.ladder] == [
+        tmp_path / layout.name / leaf for leaf in ("base", "sglang", "ladder")
+    ]
+    assert "build/<base>" not in text.replace("<build>/<base>", "")
+
+
 def _args(*flags: str) -> argparse.Namespace:
     return config.parser().parse_args(list(flags))
 
