@@ -37,6 +37,8 @@ def test_bad_flags(flags, message, tmp_path):
     proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert message in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr  # one line, no usage dump
+    assert proc.stderr.startswith("make bench: error: ")
     assert not (tmp_path / "bench").exists()
 
 
