@@ -98,7 +98,7 @@ lint: venv apply ## pre-commit: upstream's hooks on the patched files (every bas
 	@$(IN_ROOT) "$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure
 	@$(IN_ROOT) PYTHONPATH=scripts $(VPY) -m sglpatch --build "$$SGLPATCH_MK_BUILD" $(EACH_BASE) lint-patched --pre-commit "$$SGLPATCH_MK_VENV/bin/pre-commit"
 
-bench: venv apply ## EAGLE metadata benchmark, base vs patched (BASE=<name>; default: the default base; BENCH_ARGS="--help" for flags)
+bench: venv apply ## EAGLE metadata benchmark, base vs patched (BASE=<name>; default: the default base); its flags go in BENCH_ARGS, e.g. BENCH_ARGS="--quick" (BENCH_ARGS="--help" lists them)
 	@set -f && $(IN_ROOT) PYTHONPATH=scripts $(VPY) -m mla_bench --build "$$SGLPATCH_MK_BUILD" $(ONE_BASE) $$SGLPATCH_MK_BENCH_ARGS
 
 clean: ## Remove $(BUILD) (the wheel cache included) and $(VENV)

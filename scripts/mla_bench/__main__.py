@@ -165,7 +165,8 @@ def main(argv=None) -> int:
         (out_dir / name).write_text(json.dumps(record, indent=1))
     (out_dir / "latest.md").write_text(table + "\n")
     if not args.no_chart:
-        report.chart(result, out_dir / f"bench-{stamp}.png", cfg["device"])
+        base_name = f"base {layout.name}"
+        report.chart(result, out_dir / f"bench-{stamp}.png", cfg["device"], base_name)
         shutil.copyfile(out_dir / f"bench-{stamp}.png", out_dir / CHART)
         written.append(f"bench-{stamp}.png")
     hidden = hidden_line(runs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import asdict, dataclass, field, fields
 
 from sglpatch.errors import UserError
@@ -102,6 +103,15 @@ def quick_summary() -> str:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose errors are one-line UserErrors (no usage dump), naming the help."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        made = "SGLPATCH_MK_BENCH_ARGS" in os.environ
+        help_flag = 'BENCH_ARGS="--help"' if made else "--help"
+        raise UserError(f"{message} ({help_flag} lists the flags)")
+
+
 class _Help(argparse.HelpFormatter):
     """Help that shows the default of every flag that takes a value (switches
     are off unless given)."""
@@ -115,7 +125,7 @@ class _Help(argparse.HelpFormatter):
 
 def parser() -> argparse.ArgumentParser:
     d = BenchConfig()
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="make bench",
         usage=USAGE,
         description=(
@@ -125,7 +135,12 @@ def parser() -> argparse.ArgumentParser:
         ),
         formatter_class=_Help,
     )
-    p.add_argument("--build", default="build", help="build root of `make apply` (<build>/<base>)")
+    p.add_argument(
+        "--build",
+        default="build",
+        help="build root of `make apply`: a base's trees are <build>/<base>/base and"
+        " <build>/<base>/sglang",
+    )
     p.add_argument(
         "--base", default=None, help="the base whose trees to measure (default: the default base)"
     )
@@ -189,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ladder",
         action="store_true",
-        help="also measure base + each prefix of the series (trees in build/<base>/ladder)",
+        help="also measure base + each prefix of the series (trees in <build>/<base>/ladder)",
     )
     p.add_argument(
         "--runners",

@@ -235,19 +235,30 @@ def ratio(x: float) -> str:
     return f"{x:,.0f}x" if x >= 10 else f"{x:.1f}x"
 
 
-def chart(result: dict, path, device: str = "cuda"):
-    """Grouped bars: host µs per phase, base vs patched, one panel per context, on a
-    log axis (so a bar 100,000 times shorter stays visible), each pair labelled with
-    base / patched."""
+def chart(result: dict, path, device: str = "cuda", base_name: str = "base"):
+    """The run's chart in ``path`` (PNG): on a GPU, host µs per phase (``time_chart``);
+    on a CPU, whose times are the Triton interpreter's, the exact figures instead
+    (``cpu_chart``). ``base_name`` names the base tree in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
+    if device == "cpu":
+        fig = cpu_chart(result, base_name)
+    else:
+        fig = time_chart(result, base_name)
+    fig.savefig(path, dpi=130)
+    return fig
+
+
+def time_chart(result: dict, base_name: str = "base"):
+    """Grouped bars: host µs per phase, base vs patched, one panel per context, on a
+    log axis (so a bar 100,000 times shorter stays visible), each pair labelled with
+    base / patched."""
     import matplotlib.pyplot as plt
 
     contexts = sorted({r["context"] for r in result["rows"]})
     phases = CHARTED
     fig, axes = plt.subplots(1, len(contexts), figsize=(6.5 * len(contexts), 4.8), squeeze=False)
-    where = "CPU, Triton interpreter" if device == "cpu" else "GPU host"
     for ax, context in zip(axes[0], contexts, strict=True):
         rows = [r for r in result["rows"] if r["context"] == context]
         labels, base, patched = [], [], []
@@ -257,7 +268,7 @@ def chart(result: dict, path, device: str = "cuda"):
                 base.append(r["base"][phase]["host_us"])
                 patched.append(r["patched"][phase]["host_us"])
         x = range(len(labels))
-        ax.bar([i - 0.2 for i in x], base, 0.4, label="base v0.5.12", color="#b0b0b0")
+        ax.bar([i - 0.2 for i in x], base, 0.4, label=base_name, color="#b0b0b0")
         ax.bar([i + 0.2 for i in x], patched, 0.4, label="patched", color="#2a7ab9")
         ax.set_yscale("log")
         for i, (b, p) in enumerate(zip(base, patched, strict=True)):
@@ -274,11 +285,91 @@ def chart(result: dict, path, device: str = "cuda"):
         ax.set_ylim(low, high * 30)  # room for the legend above the tallest bar
         ax.set_xticks(list(x), labels, fontsize=6, rotation=90)
         ax.set_ylabel("host time per call (µs, median, log scale)")
-        ax.set_title(f"trtllm_mla EAGLE metadata, context {context // 1024}K ({where})")
+        ax.set_title(f"trtllm_mla EAGLE metadata, context {context // 1024}K (GPU host)")
         ax.legend(loc="upper right", ncol=2, fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
     return fig
+
+
+# The CPU chart's note on what it leaves out (the figure's footer).
+CPU_CHART_NOTE = (
+    "Host times are left out: on a CPU they time the Triton interpreter and are not"
+    " comparable (latest.md lists them).\nLaunch counts and bytes are exact, on CPU and GPU alike."
+)
+_BASE_COLOR, _PATCHED_COLOR = "#9a9a9a", "#2a7ab9"
+
+
+def cpu_chart(result: dict, base_name: str = "base"):
+    """The figures a CPU run measures exactly: host launches per call for each
+    phase (the EAGLE iteration's sum too), base vs patched, one panel per
+    context on a linear axis fitted to the counts, each bar labelled with its
+    count; and the CUDA-graph state per backend (log axis fitted to the sizes,
+    each bar labelled). No times: ``CPU_CHART_NOTE`` says why, under the panels."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    contexts = sorted({r["context"] for r in result["rows"]})
+    bars = [len(SHOWN) * sum(r["context"] == c for r in result["rows"]) for c in contexts]
+    bars.append(max(6, 2 * sum(len(b) for b in result["memory"]["base"].values())))
+    fig, axes = plt.subplots(
+        1,
+        len(bars),
+        figsize=(3 + 0.6 * sum(bars), 6.4),
+        squeeze=False,
+        gridspec_kw={"width_ratios": bars},
+    )
+    for ax, context in zip(axes[0][:-1], contexts, strict=True):
+        rows = [r for r in result["rows"] if r["context"] == context]
+        labels, base, patched = [], [], []
+        for r in rows:
+            for phase in SHOWN:
+                name = "iteration (sum)" if phase == "iteration" else phase.replace("_", " ")
+                labels.append(f"{name}, bs {r['bs']}")
+                base.append(r["base"][phase]["launches"])
+                patched.append(r["patched"][phase]["launches"])
+        _pairs(ax, labels, base, patched, base_name, str)
+        top = max([*base, *patched, 1])
+        ax.set_ylim(0, top * 1.2)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("host launches per call (exact)", fontsize=11)
+        ax.set_title(f"Launches per metadata call, context {context // 1024}K", fontsize=12)
+    _memory_panel(axes[0][-1], result["memory"], base_name)
+    fig.text(0.5, 0.01, CPU_CHART_NOTE, ha="center", va="bottom", fontsize=10)
+    fig.suptitle("trtllm_mla EAGLE metadata on CPU: exact figures", fontsize=13)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.96))
+    return fig
+
+
+def _pairs(ax, labels: list, base: list, patched: list, base_name: str, label) -> None:
+    """Base and patched bars side by side, each labelled with ``label(value)``
+    (a zero too: its bar has no height)."""
+    x = range(len(labels))
+    for offset, values, name, color in (
+        (-0.2, base, base_name, _BASE_COLOR),
+        (0.2, patched, "patched", _PATCHED_COLOR),
+    ):
+        spots = [i + offset for i in x]
+        bars = ax.bar(spots, values, 0.4, label=name, color=color)
+        ax.bar_label(bars, [label(v) for v in values], padding=2, fontsize=9)
+    ax.set_xticks(list(x), labels, fontsize=9, rotation=60, ha="right", rotation_mode="anchor")
+    ax.tick_params(axis="y", labelsize=9)
+    ax.legend(loc="upper right", fontsize=10)
+
+
+def _memory_panel(ax, memory: dict, base_name: str) -> None:
+    """CUDA-graph state per backend and max bs, base vs patched, log axis fitted."""
+    labels, base, patched = [], [], []
+    for max_bs in memory["base"]:
+        for backend in memory["base"][max_bs]:
+            labels.append(f"{backend}, max bs {max_bs}")
+            base.append(memory["base"][max_bs][backend]["bytes"])
+            patched.append(memory["patched"][max_bs][backend]["bytes"])
+    _pairs(ax, labels, base, patched, base_name, size)
+    positive = [v for v in (*base, *patched) if v > 0] or [1]
+    ax.set_yscale("log")
+    ax.set_ylim(min(positive) / 3, max(positive) * 20)  # room for the labels and legend
+    ax.set_ylabel("bytes held (log scale)", fontsize=11)
+    ax.set_title("CUDA-graph state held", fontsize=12)
 
 
 def ladder_markdown(steps: list, cfg: dict) -> str:

@@ -17,7 +17,7 @@ from sglpatch.layout import Layout
 from sglpatch.makevars import shown_path, spelled
 from sglpatch.patchinfo import check_hunks, describe_failure
 from sglpatch.pin import Pin, check_version, load_pin
-from sglpatch.pipfetch import Wheel, WheelTarget, fetch
+from sglpatch.pipfetch import Wheel, WheelTarget, fetch, reuse
 from sglpatch.upstream import (
     commit_wheel,
     fetch_pinned_wheel,
@@ -118,7 +118,7 @@ def check_upstream(layout: Layout, version: str) -> str:
     series = series_mod.load(layout.patches)
     table = layout.patches / findings_mod.FILE_NAME
     findings = findings_mod.load(table, pin)
-    wheel = fetch_release(pin, version, layout.cache)
+    wheel = fetch_release(layout, pin, version)
     base = fetch_pinned_wheel(pin, layout.cache)
     with tempfile.TemporaryDirectory(prefix="sglpatch-upstream-") as scratch:
         tree = Path(scratch, "sglang")
@@ -135,7 +135,7 @@ def check_upstream(layout: Layout, version: str) -> str:
 
 def ported_series(layout: Layout, version: str) -> list[str]:
     """Where this project carries a series of its own for release ``version``
-    (another base of ``patches/bases.toml`` pinned to it): the rebase to use."""
+    (another base of ``patches/bases.toml`` pinned to it): the port to use."""
     pin = load_pin(layout.pin_file)
     found = []
     for other in Layout.every_base(layout.build.parent):
@@ -165,11 +165,33 @@ def release_target(pin: Pin) -> WheelTarget:
     return wheel_target(pin.wheel, *_MORE_PLATFORMS)
 
 
-def fetch_release(pin: Pin, version: str, cache: Path) -> Wheel:
-    """The wheel of sglang ``version``, checked against the index's sha256."""
-    wheel = fetch([f"sglang=={version}"], release_target(pin), cache / "upstream")[0]
+def fetch_release(layout: Layout, pin: Pin, version: str) -> Wheel:
+    """The wheel of sglang ``version``: a base's cached pinned wheel of that
+    version (checked against its pin's sha256), else one from the index into
+    ``<cache>/upstream`` (checked against the index's sha256)."""
+    wheel = cached_release(layout, version)
+    if wheel is None:
+        wheel = fetch([f"sglang=={version}"], release_target(pin), layout.cache / "upstream")[0]
     note(f"{wheel.path.name}: sha256 {wheel.sha256} ({wheel.verified_by})")
     return wheel
+
+
+def cached_release(layout: Layout, version: str) -> Wheel | None:
+    """The pinned wheel of a base pinned to ``version`` (this one or another of
+    ``patches/bases.toml``), where that base's cache holds it and its sha256 is
+    the pin's; a cached file that fails is moved aside (``pipfetch.reuse``)."""
+    for other in Layout.every_base(layout.build.parent):
+        other = layout if other.name == layout.name else other
+        other_pin = load_pin(other.pin_file)
+        if other_pin.version != version:
+            continue
+        path = other.cache / other_pin.wheel
+        source = f"wheel_sha256 in {shown_path(other.pin_file)}"
+        wheel = reuse(f"sglang=={version}", path, other_pin.wheel_sha256, source)
+        if wheel is not None:
+            note(f"reusing {shown_path(path)} (base {other.name}'s pinned wheel; {source})")
+            return wheel
+    return None
 
 
 def render(
@@ -184,13 +206,14 @@ def render(
     """The report as a markdown section: one table row per patch, then what to do
     (``ported``: the project's own series for that release, which replaces it)."""
     same = "unchanged" if blob == pin.target_blob else "changed"
-    checked = "matches the index" if wheel.verified_by == "index" else "computed"
+    checked = {"index": "matches the index", "pin": "matches a base's pinned wheel_sha256"}
+    checked = checked.get(wheel.verified_by, "computed")
     lines = [
         f"## sglang {version} vs the series on {pin.tag} ({len(verdicts)} patch(es))",
         "",
         f"- wheel: `{wheel.path.name}`, sha256 `{wheel.sha256}` ({checked})",
         f"- `{pin.target}`: blob `{blob or 'missing'}`, {same} since {pin.tag}",
-        *(f"- **rebase**: {line}" for line in ported),
+        *(f"- **port**: {line}" for line in ported),
         "",
         "| # | patch | result | what to do | why |",
         "| --- | --- | --- | --- | --- |",

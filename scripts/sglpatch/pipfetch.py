@@ -57,6 +57,31 @@ def fetch_exact(
     return _obtain(cache, target, [(requirement, filename, sha256)], "pin")[0]
 
 
+def reuse(requirement: str, path: Path, sha256: str, source: str) -> Wheel | None:
+    """The wheel ``path`` (a cache's, perhaps another base's) if its sha256 is
+    ``sha256`` (from ``source``, e.g. a base.toml); None if it is not there.
+
+    A file with another hash is moved aside, never deleted, and None returned,
+    so that the caller downloads it afresh.
+    """
+    try:
+        actual = sha256_file(path)
+    except FileNotFoundError:
+        return None
+    if actual == sha256:
+        return Wheel(requirement, path, actual, "pin")
+    aside = path.with_name(f"{path.name}.bad-{actual[:12]}")
+    try:
+        path.replace(aside)
+    except FileNotFoundError:  # moved by another run meanwhile
+        pass
+    note(
+        f"checksum mismatch for {path}: expected sha256 {sha256} ({source}), got {actual};"
+        f" moved it aside to {aside.name}; fetching {requirement} afresh"
+    )
+    return None
+
+
 # Where an expected sha256 came from, as a message names it.
 _EXPECTED_FROM = {"pin": "the pin (wheel_sha256 in base.toml)", "index": "the index"}
 

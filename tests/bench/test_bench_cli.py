@@ -37,6 +37,8 @@ def test_bad_flags(flags, message, tmp_path):
     proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert message in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr  # one line, no usage dump
+    assert proc.stderr.startswith("make bench: error: ")
     assert not (tmp_path / "bench").exists()
 
 
@@ -71,6 +73,26 @@ def test_help_through_make_shows_the_invocation_every_default_and_what_quick_set
         if action.nargs != 0:  # a flag with a value: its default is shown
             entry = next(e for e in entries if e.startswith(f"{action.option_strings[-1]} "))
             assert "(default: " in " ".join(entry.split()), entry
+
+
+def test_help_names_the_paths_the_bench_uses(tmp_path):
+    """Issue 23: --ladder's help named <build>/ladder; the trees are per base. Every
+    path the help names is <build>/<base>/X, and X is where the bench looks."""
+    from sglpatch.layout import Layout
+
+    text = " ".join(config.parser().format_help().split())
+    named = re.findall(r"<build>/[\w<>/]+", text)
+    assert sorted(set(named)) == [
+        "<build>/<base>/base",
+        "<build>/<base>/bench",
+        "<build>/<base>/ladder",
+        "<build>/<base>/sglang",
+    ]
+    layout = Layout.create(tmp_path)
+    assert [layout.base, layout.sglang, layout.ladder] == [
+        tmp_path / layout.name / leaf for leaf in ("base", "sglang", "ladder")
+    ]
+    assert "build/<base>" not in text.replace("<build>/<base>", "")
 
 
 def _args(*flags: str) -> argparse.Namespace:

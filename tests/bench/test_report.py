@@ -83,13 +83,60 @@ def test_ladder_table_has_a_column_per_figure():
     assert "GPU µs" not in cpu and "alone in a graph" not in cpu
 
 
-def test_the_chart_has_a_log_axis_and_the_ratios(tmp_path):
-    fig = report.chart(report.compare(_run(1000), _run(1)), tmp_path / "c.png", "cpu")
+def test_the_gpu_chart_has_a_log_axis_and_the_ratios(tmp_path):
+    fig = report.chart(report.compare(_run(1000), _run(1)), tmp_path / "c.png", "cuda", "base X")
     assert (tmp_path / "c.png").stat().st_size > 10_000
     axis = fig.axes[0]
-    assert axis.get_yscale() == "log" and "Triton interpreter" in axis.get_title()
+    assert axis.get_yscale() == "log" and "GPU host" in axis.get_title()
     assert {"1,000x"} <= {text.get_text() for text in axis.texts}
+    assert [t.get_text() for t in axis.get_legend().get_texts()] == ["base X", "patched"]
     assert [report.ratio(x) for x in (12912.4, 23.3, 1.44)] == ["12,912x", "23x", "1.4x"]
+
+
+def _bar_labels(axis) -> list[list[str]]:
+    """The labels drawn on the bars, per series (base, patched)."""
+    texts, count = [t.get_text() for t in axis.texts], len(axis.containers[0])
+    return [texts[:count], texts[count:]]
+
+
+def test_the_cpu_chart_shows_launches_and_graph_state_not_interpreter_times(tmp_path):
+    """Issue 23: the CPU chart labelled bars "198,723x" from interpreter times the
+    text says not to compare, showed no launches, with 5-point labels and an axis
+    running empty to 10^7."""
+    result = report.compare(_run(3), _run(1))
+    fig = report.chart(result, tmp_path / "c.png", "cpu", "base v0.5.12")
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    launches, memory = fig.axes
+    # launches per phase, the iteration's sum among them, exact and labelled
+    shown = [t.get_text() for t in launches.get_xticklabels()]
+    assert shown[:4] == [
+        "draft replay, bs 1",
+        "verify replay, bs 1",
+        "extend replay, bs 1",
+        "iteration (sum), bs 1",
+    ]
+    assert len(shown) == len(report.SHOWN)
+    base = [3 * n for n in (3, 4, 8, 3 + 4 + 8, 10, 1)]
+    patched = [3, 4, 8, 15, 10, 1]
+    heights = [[bar.get_height() for bar in c] for c in launches.containers]
+    assert heights == [base, patched]
+    assert _bar_labels(launches) == [[str(n) for n in base], [str(n) for n in patched]]
+    assert launches.get_yscale() == "linear"
+    assert max(base) < launches.get_ylim()[1] <= 1.25 * max(base)  # fitted, not 10^7
+    assert "launches" in launches.get_ylabel() and "µs" not in launches.get_ylabel()
+    # no time anywhere: no ratio labels, no µs; the footer says why
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert len(texts) == 2 * len(report.SHOWN) + 2 and not any(t.endswith("x") for t in texts)
+    figure_texts = [t.get_text() for t in fig.texts]  # the title and the footer
+    assert report.CPU_CHART_NOTE in figure_texts and "not comparable" in report.CPU_CHART_NOTE
+    # graph state: exact sizes, on a log axis fitted to them
+    assert _bar_labels(memory) == [["3.0 MiB"], ["3.0 KiB"]]
+    low, high = memory.get_ylim()
+    assert memory.get_yscale() == "log" and 3 << 10 > low > 1 << 9 and 3 << 20 < high < 1 << 27
+    # readable: labels at 9 points or more
+    sizes = [t.get_fontsize() for t in launches.get_xticklabels()]
+    sizes += [t.get_fontsize() for t in launches.texts]
+    assert min(sizes) >= 9
 
 
 def _tables(markdown: str) -> int:

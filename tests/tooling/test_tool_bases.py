@@ -237,7 +237,7 @@ def test_check_upstream_of_the_v0_5_23_series(built_23: Path, second_wheel: Path
     count = PATCHES_23
     assert f"## sglang 0.5.23 vs the series on v0.5.23 ({count} patch(es))" in proc.stdout
     assert f"{count} applies cleanly" in proc.stdout
-    assert "**rebase**: the series" not in proc.stdout
+    assert "**port**: the series" not in proc.stdout
 
 
 def _fake_release(directory: Path, pinned_wheel: Path, version: str) -> Path:
@@ -249,6 +249,14 @@ def _fake_release(directory: Path, pinned_wheel: Path, version: str) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("sglang/__init__.py", "")
         archive.writestr(module, text + b"# upstream moved on\n")
+        info = f"sglang-{version}.dist-info"  # what pip reads when an index serves it
+        archive.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n"
+        )
+        tag = "-".join(path.name.removesuffix(".whl").split("-")[-3:])
+        archive.writestr(
+            f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n"
+        )
     return path
 
 
@@ -256,7 +264,8 @@ def test_check_upstream_points_at_the_ported_series(
     workspace: Workspace, pinned_wheel, canonical_patches
 ):
     """On a release the project carries a series for, the v0.5.12 report names
-    that series as the rebase, and still has its row per patch."""
+    that series as the port (per patch, "rebase" means "it applies"), and still
+    has its row per patch."""
     names = workspace.use_patches(canonical_patches)
     cache = workspace.build / "cache" / "upstream"
     cache.mkdir(parents=True)
@@ -269,9 +278,59 @@ def test_check_upstream_points_at_the_ported_series(
         f"the series on v0.5.12 is ported to v0.5.23 in patches/v0.5.23/ ({count} patch(es)):"
         " use `make apply BASE=v0.5.23`"
     )
-    assert f"- **rebase**: {pointer}" in out and f"Rather than redo that: {pointer}." in out
+    assert f"- **port**: {pointer}" in out and f"Rather than redo that: {pointer}." in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "`000" in line]
     assert [row.split(" | ")[1] for row in rows] == [f"`{name}`" for name in names]
+
+
+def _cache_23(space: Workspace) -> Path:
+    """The v0.5.23 base's download cache beside the workspace's v0.5.12 build."""
+    cache = space.build_root / "v0.5.23" / "cache"
+    cache.mkdir(parents=True)
+    return cache
+
+
+def test_check_upstream_reuses_another_bases_cached_wheel(workspace: Workspace, second_wheel):
+    """Issue 23: check-upstream of v0.5.12 on 0.5.23 fetched the 37 MiB wheel again
+    while build/v0.5.23/cache held it. It takes that copy, checked against the
+    v0.5.23 pin, and runs no pip (which has no index here: it would fail)."""
+    cache = _cache_23(workspace)
+    link_or_copy(second_wheel, cache / PIN_23.wheel)
+    proc = workspace.ok("check-upstream", "--version", "0.5.23")
+    source = "wheel_sha256 in patches/v0.5.23/base.toml"
+    assert f"reusing {cache / PIN_23.wheel} (base v0.5.23's pinned wheel; {source})" in proc.stderr
+    assert "pip:" not in proc.stderr and not (workspace.build / "cache" / "upstream").exists()
+    wheel_line = f"- wheel: `{PIN_23.wheel}`, sha256 `{PIN_23.wheel_sha256}` (matches a base's"
+    assert wheel_line in proc.stdout
+    assert "- **port**: the series on v0.5.12 is ported to v0.5.23" in proc.stdout
+    assert sha256_file(cache / PIN_23.wheel) == PIN_23.wheel_sha256  # left as it was
+
+
+@pytest.mark.bad_input
+def test_check_upstream_moves_a_bad_cached_wheel_aside_and_downloads_it(
+    workspace: Workspace, pinned_wheel, tmp_path: Path
+):
+    """A file in another base's cache that fails that base's pin is moved aside,
+    never deleted, and the release is fetched afresh (from a local index here)."""
+    cache = _cache_23(workspace)
+    bad = _fake_release(cache, pinned_wheel, "0.5.23")
+    digest = sha256_file(bad)
+    assert bad.name == PIN_23.wheel and digest != PIN_23.wheel_sha256
+    links = tmp_path / "links"  # the "index": serves a wheel of that name
+    links.mkdir()
+    link_or_copy(bad, links / bad.name)
+    proc = workspace.ok("check-upstream", "--version", "0.5.23", env={"PIP_FIND_LINKS": str(links)})
+    aside = cache / f"{PIN_23.wheel}.bad-{digest[:12]}"
+    assert aside.is_file() and sha256_file(aside) == digest and not bad.exists()
+    assert (
+        f"checksum mismatch for {bad}: expected sha256 {PIN_23.wheel_sha256}"
+        f" (wheel_sha256 in patches/v0.5.23/base.toml), got {digest}; moved it aside to"
+        f" {aside.name}; fetching sglang==0.5.23 afresh"
+    ) in proc.stderr
+    assert "sglpatch: pip: fetching sglang==0.5.23" in proc.stderr
+    fetched = workspace.build / "cache" / "upstream" / PIN_23.wheel
+    assert sha256_file(fetched) == digest
+    assert f"sha256 `{digest}` (matches the index)" in proc.stdout
 
 
 # --- fork apply on v0.5.23 ----------------------------------------------------
