@@ -216,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=6,
         metavar="N",
-        help="--runners: processes per tree, base and patched alternating (default 6)",
+        help="--runners: processes per tree, base and patched alternating (default: 6)",
     )
     return p
 
