@@ -30,8 +30,10 @@ attention.
 Server configurations (``runner_check.VARIANTS``, ``CASES`` below): EAGLE
 chains of 2 and 5 steps; the decode runners capturing every size twice,
 "lora" then "nolora" (``record_nolora_graph``), replays alternating between
-the two graphs (v0.5.23: plain decode's first graph reads stale lengths, a
-strict xfail that 0001 fixes); ``--enable-torch-compile`` (CUDA only).
+the two graphs (v0.5.23: plain decode's first graph is wrong, a strict
+xfail; the series fixes it, 0001 by itself in ``test_fix23``);
+``--enable-torch-compile`` (CUDA only: one dynamo graph per compiled size,
+no graph break).
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ STEP_LAYERS = {"EAGLEDraftCudaGraphRunner": (1, 4)}  # --variant steps: 2 and 5 
 SETUPS = {"default": 2, "steps": 2, "double_capture": 1, "compile": 1}
 NOLORA = "DecodeCudaGraphRunner (decode)"  # the runner 0001's bug shows in
 DOUBLE_CAPTURE = (
-    "v0.5.23: a size captured twice (record_nolora_graph) makes the second capture's"
-    " metadata the one replay refills; the first graph reads stale lengths (0001)"
+    "v0.5.23: a size captured twice (record_nolora_graph) keeps only the second"
+    " capture's seq_lens_k, which replay refills; the first (lora) graph reads a"
+    " buffer no replay writes (0001)"
 )
 
 
@@ -143,8 +146,10 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
         # The decode runners' two graphs per size, each replayed.
         labels = ("lora", "nolora") if variant == "double_capture" and decode else ("",)
         assert sorted(r["graphs"]) == sorted(labels) and min(r["graphs"].values()) > 0, r
-        if variant == "compile" and decode:  # some sizes were compiled, none broke
-            assert r["dynamo"]["compile_bs"] and r["dynamo"]["graphs"] > 0, r
+        if variant == "compile" and decode:  # one dynamo graph per compiled size, unbroken
+            assert r["dynamo"]["compile_bs"], r
+            assert r["dynamo"]["graphs"] == len(r["dynamo"]["compile_bs"]), r
+            assert r["dynamo"]["graph_breaks"] == 0, r
         # CPU: every re-run (replays and the controls) used the capture's storages,
         # and every decode-runner re-run kept the marker's order. GPU: real graphs.
         reruns = replays + len(r["capture_bs"]) * len(labels) if device == "cpu" else 0
@@ -156,15 +161,20 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
 
 def test_base_double_capture_fails_in_plain_decode(runner23, device):
     """What the double-capture xfail stands on: on v0.5.23 only plain decode's
-    graphs go wrong (the draft runners capture each size once; verify's two
-    captures per size pass on v0.5.23 too); with 0001 every graph equals the
-    reference (the patched half above)."""
+    first ("lora") graph goes wrong (the draft runners capture each size
+    once; verify's two captures of a size share one metadata object,
+    v0.5.23's ``trtllm_mla_backend.py:550-554``); with the series (0001
+    among it; 0001 alone: ``test_fix23``) every graph equals the reference
+    (the patched half above)."""
     mode = "replay" if device == "cuda" else "frozen"
     _, results = runner23
     report, error = results["double_capture", mode, "base"]
     assert error is None, error
+    print(json.dumps(report))
     wrong = {r["runner"] for r in report if not r["max_rel_err"] < 1e-9}
     assert wrong == {NOLORA}, report
+    errors = next(r["graph_err"] for r in report if r["runner"] == NOLORA)
+    assert not errors["lora"] < 1e-9 and errors["nolora"] < 1e-9, errors
 
 
 def test_base_eager_rerun_reads_the_last_captured_size(runner23, device):
