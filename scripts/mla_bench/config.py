@@ -209,7 +209,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--runners",
         action="store_true",
-        help="also time the host side of v0.5.23's real graph runners' execute (v0.5.23; GPU)",
+        help="also time the host side of v0.5.23's real graph runners' execute, on"
+        " runner_check's own setups (v0.5.23; GPU)",
     )
     p.add_argument(
         "--runner-rounds",

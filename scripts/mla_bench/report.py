@@ -448,7 +448,8 @@ def runner_markdown(times: dict) -> str:
     lines = [
         "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
         "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
-        f"each call; one attention layer per forward): {rounds} processes per tree, base "
+        "each call; one attention layer per forward; runner_check's own setups, not the "
+        f"sizes above): {rounds} processes per tree, base "
         "and patched alternating; the median of the processes' medians (their range), "
         "and the host launches of one execute (exact; the graph replay is one):",
         "",
