@@ -1,14 +1,20 @@
 """Shared pytest setup: ``scripts/`` on the path, options, the bases, the SGLang trees.
 
-The base tree and the patched tree are imported in separate processes
-(``mla_harness.probe``), concurrently, with the same scenarios (generated and named); the
-``results`` fixture probes both once per session.
+One suite over every base of ``patches/bases.toml``. A base's ``tests`` entry
+names the directories whose tests test its trees; a directory several bases
+name (``tests/backend``) is shared: each of its tests that reads the trees
+(the ``base`` fixture, directly or through ``trees`` / ``plan`` / ``results``
+/ ``double``) runs once per base, as ``test[v0.5.12]``, ``test[v0.5.23]``,
+each marked ``base(NAME)``. A test of one base only says it with
+``@pytest.mark.base(NAME)`` (or ``pytestmark``); one whose parameters differ
+per base parametrizes ``base`` itself (``suite.per_base``). ``--base NAME``
+(repeatable, or a comma list; default: every base) selects bases; the tests of
+the others are deselected, not skipped. Tests of no base (tests/tooling)
+always run.
 
-Each base of ``patches/bases.toml`` names the test directories that test its
-trees (``tests = [...]``); a test can also say it with ``@pytest.mark.base(NAME)``
-(or ``pytestmark``). ``--base NAME`` (repeatable, or a comma list; default:
-every base) selects bases; the tests of the others are deselected. Tests of no
-base (tests/tooling) always run.
+The base tree and the patched tree are imported in separate processes
+(``mla_harness.probe``), concurrently, with the same scenarios (generated and
+named); ``results`` probes both once per base and session.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ def pytest_addoption(parser):
         "--scenarios",
         type=int,
         default=None,
-        help="generated scenarios per differential run (default: 40)",
+        help="generated scenarios per differential run (default per base: suite.PLAN)",
     )
     group.addoption("--scenario-seed", type=int, default=2026)
     group.addoption(
@@ -78,16 +84,23 @@ def selected_bases(config) -> tuple[str, ...]:
         raise pytest.UsageError(str(exc)) from None
 
 
-def base_of(item) -> str | None:
-    """The base a test tests: its ``base`` marker, else its directory's (bases.toml)."""
+def bases_of(item) -> tuple[str, ...]:
+    """The bases a test tests: its ``base`` marker's, else every base whose
+    ``tests`` (bases.toml) hold its file; () for none."""
     marker = item.get_closest_marker("base")
     if marker is not None:
-        return marker.args[0]
+        return (marker.args[0],)
     path = Path(item.path).resolve()
-    for base in _bases().bases:
-        if any(path.is_relative_to(ROOT / directory) for directory in base.tests):
-            return base.name
-    return None
+    return tuple(
+        base.name
+        for base in _bases().bases
+        if any(path.is_relative_to(ROOT / directory) for directory in base.tests)
+    )
+
+
+def base_of(item) -> str | None:
+    """The base a test tests (of a shared directory's: the first that names it)."""
+    return next(iter(bases_of(item)), None)
 
 
 def pytest_configure(config):
@@ -97,13 +110,33 @@ def pytest_configure(config):
     selected_bases(config)  # an unknown --base is a usage error before collection
 
 
+def pytest_generate_tests(metafunc):
+    """A test that reads the trees, in a directory several bases share and of
+    no base by marker, runs once per such base (a ``base`` parameter, marked)."""
+    if "base" not in metafunc.fixturenames:
+        return
+    if any("base" in _argnames(m) for m in metafunc.definition.iter_markers("parametrize")):
+        return  # parametrizes base itself (suite.per_base)
+    names = bases_of(metafunc.definition)
+    if metafunc.definition.get_closest_marker("base") is None and len(names) > 1:
+        params = [pytest.param(name, id=name, marks=pytest.mark.base(name)) for name in names]
+        metafunc.parametrize("base", params)
+
+
+def _argnames(marker) -> tuple[str, ...]:
+    names = marker.args[0] if marker.args else marker.kwargs.get("argnames", ())
+    if isinstance(names, str):
+        names = names.split(",")
+    return tuple(name.strip() for name in names)
+
+
 def pytest_collection_modifyitems(config, items):
     """Deselect (not skip) the tests of the bases not selected."""
     selected = selected_bases(config)
     kept, dropped = [], []
     for item in items:
-        base = base_of(item)
-        (dropped if base is not None and base not in selected else kept).append(item)
+        names = bases_of(item)
+        (dropped if names and not set(names) & set(selected) else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -133,46 +166,131 @@ def base_trees(config, base: str | None = None) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def trees_of(request):
-    """``trees_of(NAME)``: the trees of base NAME. A directory of another base
-    overrides ``trees`` in its conftest: ``def trees(trees_of): return
-    trees_of("v0.5.23")`` (session-scoped)."""
+    """``trees_of(NAME)``: the trees of base NAME (None: the default base)."""
     return lambda base: base_trees(request.config, base)
 
 
-@pytest.fixture(scope="session")
-def trees(trees_of) -> dict[str, Path]:
-    """The trees of the default base (tests/backend, tests/gpu, tests/harness)."""
-    return trees_of(None)
+@pytest.fixture
+def base(request) -> str:
+    """The base under test: the ``base`` parameter (shared directories), else
+    the test's own (its marker, its directory), else the default base."""
+    return base_of(request.node) or _bases().default
+
+
+@pytest.fixture
+def trees(probes, base) -> dict[str, Path]:
+    """{"base": ..., "patched": ...}: the ``python/`` roots of ``base``'s trees."""
+    return probes.trees(base)
+
+
+@pytest.fixture
+def plan(probes, base) -> dict:
+    """The differential plan of ``base``: generated scenarios and the named cases."""
+    return probes.plan(base)
+
+
+@pytest.fixture
+def results(probes, base) -> dict[str, ProbeResult]:
+    """Probe output per tree of ``base``: {"base": ..., "patched": ...}."""
+    return probes.results(base)
+
+
+@pytest.fixture
+def double_plan(probes) -> dict:
+    """Named cases whose batch sizes are each captured twice before the replays."""
+    return probes.double_plan()
+
+
+@pytest.fixture
+def double(probes, base) -> dict[str, ProbeResult]:
+    """Probe output per tree of ``base`` with every batch size captured twice
+    on one backend (the decode runner's LoRA and no-LoRA graphs)."""
+    return probes.double(base)
 
 
 @pytest.fixture(scope="session")
-def plan(request) -> dict:
-    from mla_harness import scenarios
-
-    count = request.config.getoption("--scenarios") or 40
-    seed = request.config.getoption("--scenario-seed")
-    return scenarios.plan(count, seed=seed, cases=scenarios.TEST_CASES)
+def probes(request, trees_of, device) -> Probes:
+    return Probes(request.config, trees_of, device)
 
 
-@pytest.fixture(scope="session")
-def results(trees, plan, device) -> dict[str, ProbeResult]:
-    """Probe output per tree: {"base": ..., "patched": ...}."""
-    from mla_harness import probe, scenarios
+class Probes:
+    """Per base, once a session: its trees, its plan (``suite.differential_plan``),
+    both trees probed with it, and with the double-capture plan."""
 
-    out = probe.run_on_trees(trees, plan, device)
-    named = len(scenarios.TEST_CASES)
-    generated = len(plan["scenarios"]) - named
-    REPORT.append(
-        f"{generated} generated + {named} named scenarios x {len(probe.PHASES)} phases"
-        f" on {device}, per tree"
+    def __init__(self, config, trees_of, device: str):
+        self.config, self.trees_of, self.device = config, trees_of, device
+        self.cache: dict[tuple[str, str], object] = {}
+
+    def _once(self, key: tuple[str, str], make):
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    def trees(self, base: str) -> dict[str, Path]:
+        return self._once(("trees", base), lambda: self.trees_of(base))
+
+    def plan(self, base: str) -> dict:
+        from suite import differential_plan
+
+        count = self.config.getoption("--scenarios")
+        seed = self.config.getoption("--scenario-seed")
+        return self._once(("plan", base), lambda: differential_plan(base, count, seed))
+
+    def double_plan(self) -> dict:
+        from suite import double_capture_plan
+
+        return self._once(("plan", "double"), double_capture_plan)
+
+    def results(self, base: str) -> dict[str, ProbeResult]:
+        return self._once(("results", base), lambda: self._results(base))
+
+    def _results(self, base: str) -> dict[str, ProbeResult]:
+        from mla_harness import scenarios
+
+        plan = self.plan(base)
+        out = self.probe_both(base, plan)
+        named = len(scenarios.TEST_CASES)
+        REPORT.append(
+            f"{base}: {len(plan['scenarios']) - named} generated + {named} named scenarios"
+            f" x {len(plan['phases'])} phases on {self.device}, per tree"
+        )
+        return out
+
+    def double(self, base: str) -> dict[str, ProbeResult]:
+        return self._once(("double", base), lambda: self.probe_both(base, self.double_plan()))
+
+    def probe_both(self, base: str, plan: dict) -> dict[str, ProbeResult]:
+        """``plan`` on both trees of ``base``, concurrently; checks each child
+        drove ``base``'s API generation."""
+        from mla_harness import probe
+
+        out = probe.run_on_trees(self.trees(base), plan, self.device)
+        for name in TREES:
+            assert out[name].base == base, f"{name}: probe drove the {out[name].base} API"
+        return out
+
+
+# How long the whole suite (tests/, tooling included: about 5 min) takes on a
+# 2-core CPU, per selection of bases: every base 17-20 min (1039 s at 92c774d,
+# 1208 s on a busier machine at the one-suite layout); --base v0.5.23 651 s
+# measured; --base v0.5.12 from the full run's per-test times.
+RUN_MINUTES = {("v0.5.12", "v0.5.23"): "17-20", ("v0.5.23",): "about 11", ("v0.5.12",): "about 13"}
+
+
+def pytest_report_header(config):
+    selected = selected_bases(config)
+    minutes = RUN_MINUTES.get(tuple(sorted(selected)), "about 18 or more")
+    shown = ", ".join(selected)
+    return (
+        f"sglpatch: bases {shown}; the whole suite takes {minutes} min on a 2-core CPU"
+        " (--base NAME: one base)"
     )
-    return out
 
 
 def xfail_summary(reports) -> str:
     """One line saying what the xfails are: the base-tree halves of strict xfail
-    tests (the test holds on the patched tree; v0.5.12 lacks the change, or has
-    the bug a fix patch removes), so they are expected, not problems."""
+    tests (the test holds on the patched tree; the base release lacks the change,
+    or has the bug a fix patch removes), so they are expected, not problems."""
     if not reports:
         return ""
     reasons = Counter(getattr(report, "wasxfail", "") or "?" for report in reports)
@@ -184,9 +302,34 @@ def xfail_summary(reports) -> str:
     )
 
 
+def skip_summary(reports) -> list[str]:
+    """The skips, one line per reason, most first."""
+    reasons = Counter(_skip_reason(report) for report in reports)
+    return [f"SKIPPED {count}: {reason}" for reason, count in reasons.most_common()]
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
+    """Before pytest's counts line: the probes run and the skips, grouped
+    (pyproject's ``-rfE`` lists only failures and errors one by one); the xfail
+    line comes after the counts line (``pytest_unconfigure``)."""
     for line in REPORT:
         terminalreporter.write_line(f"backend probes: {line}")
-    line = xfail_summary(terminalreporter.stats.get("xfailed", []))
-    if line:
+    for line in skip_summary(terminalreporter.stats.get("skipped", [])):
         terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config):
+    """The xfail explanation, as the run's last line."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    line = xfail_summary(reporter.stats.get("xfailed", []))
+    if line:
+        reporter.write_line(line)

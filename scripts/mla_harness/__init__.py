@@ -6,8 +6,12 @@ Modules, one job each:
   for every SGLang base).
 - ``sglang_api``: what differs between the SGLang API generations the driver
   serves (v0.5.12; v0.5.23's out-of-graph / in-graph metadata calls): building
-  the backends, capture, replay, the in-graph step; picked by feature.
-- ``standin``: a small ModelRunner stand-in and the backends built on it.
+  the backends, capture, replay, the in-graph step (as thunks on the driver,
+  and per backend call for checks that drive a backend themselves, such as
+  ``ragged_verify_check``); picked by feature.
+- ``standin``: a small ModelRunner stand-in and the backends built on it
+  (``standin`` -> ``sglang_api`` -> ``backends``, the record of the built
+  backends: no import circle).
 - ``batches``: forward batches and CUDA-graph-runner style padding.
 - ``launches``: counts Triton launches, device ops, syncs and allocations.
 - ``attention``: the backend's real forward up to the attention kernel, which

@@ -18,10 +18,11 @@ from functools import partial
 import torch
 
 from . import attention
+from .backends import Backends
 from .batches import Batch, StaticInputs, forward_batch
 from .launches import count_launches
 from .phases import Phase
-from .standin import Backends, Setup
+from .standin import Setup
 
 
 class PhaseDriver:

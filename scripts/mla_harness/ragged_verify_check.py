@@ -166,11 +166,11 @@ class Ragged:
                 self.mode, bs, rpi, seq_lens, self.spec_info(layout), self.pool
             )
             fb = self.api.capture_batch(fb, self.static, tokens)
-            self.backend.init_forward_metadata_out_graph(fb, in_capture=True)
+            self.api.capture_call(self.backend, fb)()
             q = self.query(tokens)
 
             def step(fb=fb, q=q):
-                self.backend.init_forward_metadata_in_graph(fb)
+                self.api.in_graph_call(self.backend, fb)()
                 return self.forward(fb, q)
 
             self.graphs[tokens] = (ForwardGraph(step, self.device), q, layout, fb)
@@ -192,7 +192,7 @@ class Ragged:
         real = forward_batch(batch, self.mode, self.check.backends.runner, self.device)
         real = self.api.complete_batch(real)
         view = self.api.replay_view(real, self.static, bs, spec_info=self.spec_info(live))
-        self.backend.init_forward_metadata_out_graph(view)
+        self.api.replay_call(self.backend, view)()
         covered = int(staged.qo_indptr_device[-1])  # rows the staged layout writes
         return q, graph.replay(), covered
 

@@ -35,6 +35,7 @@ from types import SimpleNamespace
 import torch
 
 from . import replacements
+from .backends import Backends
 
 
 class V0512:
@@ -48,8 +49,6 @@ class V0512:
             TRTLLMMLAMultiStepDraftBackend,
         )
         from sglang.srt.server_args import set_global_server_args_for_scheduler
-
-        from .standin import Backends
 
         if setup.dcp_size > 1:
             from sglpatch.errors import UserError
@@ -128,8 +127,6 @@ class V0523:
 
     def build_backends(self, setup, runner, device: str):
         from sglang.srt.layers.attention import trtllm_mla_backend as module
-
-        from .standin import Backends
 
         self.configure(setup)
         use_cuda = torch.device(device).type == "cuda"
@@ -210,7 +207,23 @@ class V0523:
     def capture(self, d, bs: int):
         fb = self.capture_batch(d.capture_batch(bs, d.spec_info()), d.static, bs * d.q_len)
         d.graph_batches[bs] = fb
-        return partial(d.backend.init_forward_metadata_out_graph, fb, in_capture=True)
+        return self.capture_call(d.backend, fb)
+
+    @staticmethod
+    def capture_call(backend, fb):
+        """The metadata call a runner makes before capturing a graph of ``fb``
+        (a capture batch, ``capture_batch``)."""
+        return partial(backend.init_forward_metadata_out_graph, fb, in_capture=True)
+
+    @staticmethod
+    def in_graph_call(backend, fb):
+        """The metadata step a runner records into the graph of ``fb``."""
+        return partial(backend.init_forward_metadata_in_graph, fb)
+
+    @staticmethod
+    def replay_call(backend, view):
+        """The metadata call a runner makes on its replay ``view`` before replaying."""
+        return partial(backend.init_forward_metadata_out_graph, view)
 
     def capture_batch(self, fb, static, tokens: int):
         """``fb`` (on the static buffers) as v0.5.23's runners capture it:
@@ -224,7 +237,7 @@ class V0523:
     def in_graph(self, d, bs: int):
         """The step every v0.5.23 runner records into its graph ahead of the
         forward, over the capture batch (the runner's static buffers)."""
-        return partial(d.backend.init_forward_metadata_in_graph, d.graph_batches[bs])
+        return self.in_graph_call(d.backend, d.graph_batches[bs])
 
     def replay(self, d, batch, bs: int):
         """The runner's view: the draft runner passes the batch itself unless
@@ -235,7 +248,7 @@ class V0523:
             view = static.padded_draft_batch(fb, bs)
         else:
             view = self.replay_view(fb, static, bs, whole=d.phase.whole_buffers)
-        return partial(d.backend.init_forward_metadata_out_graph, view)
+        return self.replay_call(d.backend, view)
 
     @staticmethod
     def replay_view(fb, static, bs: int, whole: bool = False, **fields):

@@ -14,6 +14,9 @@ from types import SimpleNamespace
 
 import torch
 
+from . import sglang_api
+from .backends import Backends
+
 
 @dataclass(frozen=True)
 class MLAModel:
@@ -120,22 +123,9 @@ def model_runner(setup: Setup, device: str, seed: int = 0) -> SimpleNamespace:
     )
 
 
-@dataclass
-class Backends:
-    """The three backends an EAGLE decode iteration uses, as SGLang builds them."""
-
-    runner: SimpleNamespace
-    draft: object  # TRTLLMMLAMultiStepDraftBackend (draft model, multi-step decode)
-    target: object  # TRTLLMMLABackend (target model: verify)
-    draft_extend: object  # TRTLLMMLABackend (draft model: draft extend)
-    draft_runner: object = None  # v0.5.23: the draft worker's runner (``runner``: the target's)
-
-
 def build_backends(setup: Setup, device: str, seed: int = 0) -> Backends:
     """Construct the real backends (sglang must already be importable), the
     way the imported SGLang generation builds them (``sglang_api``)."""
-    from . import sglang_api
-
     # Free earlier backends now: a CUDA graph destroyed by the garbage
     # collector while another is being captured invalidates that capture
     # (SGLang's runners freeze the GC around capture for the same reason).

@@ -37,7 +37,8 @@ def _run(tree: Path, device: str, size: int, replays: int):
 
 
 @pytest.fixture(scope="module")
-def dcp23(trees23, device, request):
+def dcp23(trees_of, device, request):
+    trees23 = trees_of("v0.5.23")
     replays = min(request.config.getoption("--graph-replays"), 40) if device == "cuda" else 4
     jobs = [(name, size) for size in SIZES for name in trees23]
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -1,7 +1,7 @@
 """patches/v0.5.23 0001 (fix): a batch size captured twice reads every replay's lengths.
 
 v0.5.23's decode runner captures a batch size twice on one backend (its LoRA
-and no-LoRA graphs) and replays either. ``conftest.double23`` captures every
+and no-LoRA graphs) and replays either. ``conftest.double`` captures every
 batch size twice on decode, verify and draft extend v2, then replays new,
 partly padded batches; after each replay (the out-of-graph call, then the
 graph's in-graph step), the metadata each earlier capture's graph reads must
@@ -18,9 +18,8 @@ already, so the base must pass there.
 from __future__ import annotations
 
 import pytest
-
-from .oracle23 import check_graph_view, check_replay, replay_oracle
-from .plans23 import DOUBLE_CAPTURE_PHASES, double_capture_cases
+from oracle import check_graph_view, check_replay, replay_oracle
+from suite import DOUBLE_CAPTURE_PHASES, double_capture_cases
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -52,9 +51,9 @@ def _params():
 
 
 @pytest.mark.parametrize("tree,phase", list(_params()))
-def test_every_capture_of_a_batch_size_reads_the_replay(double23, plan_double23, tree, phase):
+def test_every_capture_of_a_batch_size_reads_the_replay(double, double_plan, tree, phase):
     earlier = 0
-    for scenario, out in zip(plan_double23["scenarios"], double23[tree].scenarios, strict=True):
+    for scenario, out in zip(double_plan["scenarios"], double[tree].scenarios, strict=True):
         record = out.phases[phase]
         for call in record.calls:
             check_replay(scenario, out.req_to_token, phase, call, record.graph.capture_ptrs)
@@ -64,4 +63,4 @@ def test_every_capture_of_a_batch_size_reads_the_replay(double23, plan_double23,
                     name = f"{scenario['name']} {phase} bs {call.bs} capture {k}"
                     check_graph_view(view, lens, want, scenario["setup"]["context_len"], name)
                     earlier += 1
-    assert earlier >= len(plan_double23["scenarios"])
+    assert earlier >= len(double_plan["scenarios"])

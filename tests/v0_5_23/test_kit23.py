@@ -73,17 +73,17 @@ def run_cases(tree: Path, cases, *extra: str) -> list[dict]:
     return rows
 
 
-def _both(trees23, device, cases, *extra):
+def _both(trees, device, cases, *extra):
     extra = ("--device", device, *extra)
     with ThreadPoolExecutor(2) as pool:
-        futures = {n: pool.submit(run_cases, t, cases, *extra) for n, t in trees23.items()}
+        futures = {n: pool.submit(run_cases, t, cases, *extra) for n, t in trees.items()}
         return {n: f.result() for n, f in futures.items()}
 
 
 @pytest.mark.parametrize("name", [None, NAME43], ids=["registered-names", "name43"])
-def test_kit_cases(trees23, device, name):
+def test_kit_cases(trees, device, name):
     extra = ["--fixed-kit"] + (["--name", name] if name else [])
-    out = _both(trees23, device, CASES, *extra)
+    out = _both(trees, device, CASES, *extra)
     failed = {
         tree: [
             (r["kind"], r["prefix_lens"], r["draft_tokens"], r.get("error"))
@@ -95,11 +95,11 @@ def test_kit_cases(trees23, device, name):
     assert failed == {tree: [] for tree in out}
 
 
-def test_kit_as_shipped_misplaces_prefix_kv(trees23, device):
+def test_kit_as_shipped_misplaces_prefix_kv(trees, device):
     """The kit as shipped fails these cases identically on both trees (not a
     v0.5.23 bug, so not a strict xfail: this suite keeps those for the base
     halves of fixes). Once upstream fixes the kit this fails: drop kit_fix."""
-    out = _both(trees23, device, SHIPPED_FAILS, "--name", NAME43)
+    out = _both(trees, device, SHIPPED_FAILS, "--name", NAME43)
     for tree, rows in out.items():
         assert [r["ok"] for r in rows] == [False] * len(SHIPPED_FAILS), (tree, rows)
         for r in rows:  # the eager leg's assertion, the first of the case

@@ -38,7 +38,8 @@ def _run(tree: Path, device: str, replays: int) -> tuple[list, list]:
 
 
 @pytest.fixture(scope="module")
-def ragged23(trees23, device, request):
+def ragged23(trees_of, device, request):
+    trees23 = trees_of("v0.5.23")
     replays = request.config.getoption("--graph-replays") if device == "cuda" else 8
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(_run, path, device, replays) for name, path in trees23.items()}

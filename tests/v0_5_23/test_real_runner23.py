@@ -100,7 +100,8 @@ def _run(tree, device: str, replays: int, flags: list):
 
 
 @pytest.fixture(scope="module")
-def runner23(trees23, device, request):
+def runner23(trees_of, device, request):
+    trees23 = trees_of("v0.5.23")
     replays = request.config.getoption("--graph-replays") if device == "cuda" else CPU_REPLAYS
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {

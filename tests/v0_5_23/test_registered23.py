@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TREES
+TREES = ("base", "patched")
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_PATH = "test/registered/attention/unittests/mla/test_trtllm_mla_cuda_graph_metadata.py"
@@ -78,8 +78,9 @@ def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def registered23(trees23, device, tmp_path_factory) -> dict:
+def registered23(trees_of, device, tmp_path_factory) -> dict:
     """Both trees' child runs, concurrently."""
+    trees23 = trees_of("v0.5.23")
     # The patched tree's copy (its python/ root's parent is the repository's root).
     upstream_file = trees23["patched"].parent / UPSTREAM_PATH
     if not upstream_file.is_file():

@@ -23,10 +23,10 @@ BASE_BUG = pytest.mark.xfail(strict=True, reason="v0.5.12 has the bug this fix p
 
 
 @pytest.fixture(scope="module")
-def fix_results(trees, device, request):
+def fix_results(trees_of, device, request):
     replays = 40 if device == "cuda" else 6
     out = {}
-    for name, tree in trees.items():
+    for name, tree in trees_of("v0.5.12").items():
         args = ["--replays", str(replays), *(["--compile"] if device == "cuda" else [])]
         stdout = child.run("mla_harness.mode_checks", tree, device, *args)
         out[name] = json.loads(stdout.strip().splitlines()[-1])

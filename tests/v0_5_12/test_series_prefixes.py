@@ -16,15 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from oracle import check_eager_oracle, check_graph_contract
+from suite import eager_phases, graph_phases
 
 from mla_harness import probe, scenarios
 
-from .test_graph_contract import (
-    EAGER_PHASES,
-    GRAPH_PHASES,
-    check_eager_oracle,
-    check_graph_contract,
-)
+BASE = "v0.5.12"
+GRAPH_PHASES = graph_phases(BASE)
+EAGER_PHASES = eager_phases(BASE)
 
 PREFIX_SCENARIOS = 6
 # The patch from which the eager draft-extend table is sized by the padded lengths.
@@ -32,14 +31,14 @@ TABLE_FIX_SUBJECT = "size the eager draft-extend block table"
 
 
 @pytest.fixture(scope="module")
-def prefixes(request, trees, device):
+def prefixes(request, trees_of, device):
     """[(table fixed, label, probe result)] for base + the first k patches, k < n."""
     from mla_bench import ladder
     from sglpatch.layout import Layout
 
     layout = Layout.create(Path(request.config.getoption("--build")))
     ladder.ensure(layout)
-    steps = ladder.trees(layout, trees["base"])[:-1]
+    steps = ladder.trees(layout, trees_of(BASE)["base"])[:-1]
     seed = request.config.getoption("--scenario-seed")
     plan = scenarios.plan(PREFIX_SCENARIOS, seed=seed, cases=scenarios.TEST_CASES)
     fixed = [TABLE_FIX_SUBJECT in label for label, _ in steps]
