@@ -160,11 +160,15 @@ def test_test_directories_map_to_their_bases():
         mark = SimpleNamespace(args=(marker,)) if marker else None
         return SimpleNamespace(path=ROOT / path, get_closest_marker=lambda name: mark)
 
-    assert conftest.base_of(item("tests/backend/test_x.py")) == "v0.5.12"
-    assert conftest.base_of(item("tests/gpu/test_x.py")) == "v0.5.12"
+    both = ("v0.5.12", "v0.5.23")
+    assert conftest.bases_of(item("tests/backend/test_x.py")) == both  # one suite
+    assert conftest.bases_of(item("tests/gpu/test_x.py")) == both
+    assert conftest.bases_of(item("tests/bench/test_x.py")) == both
+    assert conftest.bases_of(item("tests/v0_5_12/test_x.py")) == ("v0.5.12",)
+    assert conftest.bases_of(item("tests/v0_5_23/test_x.py")) == ("v0.5.23",)
+    assert conftest.bases_of(item("tests/tooling/test_x.py")) == ()
+    assert conftest.bases_of(item("tests/tooling/test_x.py", "v0.5.23")) == ("v0.5.23",)
     assert conftest.base_of(item("tests/v0_5_23/test_x.py")) == "v0.5.23"
-    assert conftest.base_of(item("tests/tooling/test_x.py")) is None
-    assert conftest.base_of(item("tests/tooling/test_x.py", "v0.5.23")) == "v0.5.23"
 
 
 def _collect(*args: str) -> subprocess.CompletedProcess:
