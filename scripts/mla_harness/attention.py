@@ -60,7 +60,8 @@ def kernel_sink(backend, consume=None, record: bool = True):
     ``consume`` (query, kv_cache, block_tables, seq_lens, page_size) -> (bs,
     q_len, heads, V_DIM) computes the output; by default it is left
     uninitialized. ``record=False``: nothing is kept (the list stays empty),
-    so that a forward compiled by torch.compile does not guard on its length.
+    so that a forward compiled by torch.compile does not guard on its length;
+    nor are the call's tensors kept alive, as with the real kernel.
     """
     calls = []
 

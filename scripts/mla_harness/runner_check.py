@@ -723,8 +723,10 @@ class Variant:
     # "lora" then "nolora" (``record_nolora_graph``, as with a LoRA backend
     # that skips inactive adapters, ``decode_cuda_graph_runner.py:246-248,
     # 1330-1365``), and replays alternate between the two graphs (by
-    # ``lora_ids``, ``_resolve_lora_variant`` 755-762). No LoRA manager: the
-    # adapters' kernels are not on the metadata path.
+    # ``lora_ids``, ``_resolve_lora_variant`` 755-762). No LoRA manager: in a
+    # server one sets the flag (triton_v2's ``skip_inactive_dense_lora``, or
+    # UNO), captures with ``lora_ids=[None] * bs`` and turns the metadata glue
+    # route off (1749; off by default); trtllm_mla reads neither.
     nolora: bool = False
     # ``--enable-torch-compile --torch-compile-max-bs N``: the decode runners
     # capture the forward compiled by ``torch_compile_decoration.patch_model``
