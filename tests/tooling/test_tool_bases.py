@@ -164,6 +164,7 @@ def test_test_directories_map_to_their_bases():
     assert conftest.bases_of(item("tests/backend/test_x.py")) == both  # one suite
     assert conftest.bases_of(item("tests/gpu/test_x.py")) == both
     assert conftest.bases_of(item("tests/bench/test_x.py")) == both
+    assert conftest.bases_of(item("tests/harness/test_x.py")) == both
     assert conftest.bases_of(item("tests/v0_5_12/test_x.py")) == ("v0.5.12",)
     assert conftest.bases_of(item("tests/v0_5_23/test_x.py")) == ("v0.5.23",)
     assert conftest.bases_of(item("tests/tooling/test_x.py")) == ()
@@ -179,13 +180,14 @@ def _collect(*args: str) -> subprocess.CompletedProcess:
 
 def test_pytest_deselects_the_tests_of_other_bases():
     units = "tests/tooling/test_tool_units.py"
-    kept = _collect("--base", "v0.5.12", "tests/harness", units)
-    dropped = _collect("--base=v0.5.23", "tests/harness", units)
-    both = _collect("--base", "v0.5.12,v0.5.23", "tests/harness", units)
+    own = "tests/v0_5_12/test_ladder.py"  # a v0.5.12-only path
+    kept = _collect("--base", "v0.5.12", own, units)
+    dropped = _collect("--base=v0.5.23", own, units)
+    both = _collect("--base", "v0.5.12,v0.5.23", own, units)
     assert " deselected" not in kept.stdout and " deselected" not in both.stdout
-    harness = sum(line.startswith("tests/harness/") for line in kept.stdout.splitlines())
-    assert harness > 0 and "tests/harness/" not in dropped.stdout
-    assert f"({harness} deselected)" in dropped.stdout and "test_tool_units.py" in dropped.stdout
+    ladder = sum(line.startswith(own) for line in kept.stdout.splitlines())
+    assert ladder > 0 and own not in dropped.stdout
+    assert f"({ladder} deselected)" in dropped.stdout and "test_tool_units.py" in dropped.stdout
 
 
 @pytest.mark.bad_input
