@@ -31,7 +31,8 @@ Server configurations (``runner_check.VARIANTS``, ``CASES`` below): EAGLE
 chains of 2 and 5 steps; the decode runners capturing every size twice,
 "lora" then "nolora" (``record_nolora_graph``), replays alternating between
 the two graphs (v0.5.23: plain decode's first graph is wrong, a strict
-xfail; the series fixes it, 0001 by itself in ``test_fix23``);
+xfail; the series fixes it; ``tests/backend/test_double_capture.py``
+checks the same at the metadata the graphs read);
 ``--enable-torch-compile`` (CUDA only: one dynamo graph per compiled size,
 no graph break).
 """
@@ -165,7 +166,7 @@ def test_base_double_capture_fails_in_plain_decode(runner23, device):
     first ("lora") graph goes wrong (the draft runners capture each size
     once; verify's two captures of a size share one metadata object,
     v0.5.23's ``trtllm_mla_backend.py:550-554``); with the series (0001
-    among it; 0001 alone: ``test_fix23``) every graph equals the reference
+    among it) every graph equals the reference
     (the patched half above)."""
     mode = "replay" if device == "cuda" else "frozen"
     _, results = runner23

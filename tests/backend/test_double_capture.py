@@ -1,37 +1,40 @@
-"""patches/v0.5.23 0001 (fix): a batch size captured twice reads every replay's lengths.
+"""The seq_lens_k fix patches (v0.5.12 0005, v0.5.23 0001): a batch size
+captured twice reads every replay's lengths, on every base.
 
-v0.5.23's decode runner captures a batch size twice on one backend (its LoRA
-and no-LoRA graphs) and replays either. ``conftest.double`` captures every
+The decode runner captures a batch size twice on one backend (its LoRA and
+no-LoRA graphs) and replays either. ``conftest.double`` captures every
 batch size twice on decode, verify and draft extend v2, then replays new,
 partly padded batches; after each replay (the out-of-graph call, then the
 graph's in-graph step), the metadata each earlier capture's graph reads must
 equal the oracle from ``req_to_token``, as the last capture's must.
 
-Where v0.5.23 has the bug (the rule below, from the inputs alone), the base
-half is a strict xfail: its decode and draft-extend-v2 captures allocate
+Where a base has the bug (``PER_CAPTURE_SEQ_LENS_K`` and the rule below, from
+the inputs alone), its base half is a strict xfail: those captures allocate
 ``seq_lens_k`` per capture and refresh only the last one, so the first graph
-keeps the lengths it was captured with (the runner's fill value) and reads
-them at every replay. Verify shares one metadata per batch size in v0.5.23
-already, so the base must pass there.
+reads lengths no replay writes (v0.5.23: the capture-time fill value; v0.5.12:
+a freed buffer, 0005's message). v0.5.23 shares one metadata per verify batch
+size and v0.5.12's decode reads the batch's own ``seq_lens``: the base must
+pass there.
 """
 
 from __future__ import annotations
 
 import pytest
 from oracle import check_graph_view, check_replay, replay_oracle
-from suite import DOUBLE_CAPTURE_PHASES, double_capture_cases
-
-pytestmark = pytest.mark.base("v0.5.23")
+from suite import DOUBLE_CAPTURE_PHASES, double_capture_cases, per_base
 
 FILL = 1  # the backends' get_cuda_graph_seq_len_fill_value(): capture-time lengths
-PER_CAPTURE_SEQ_LENS_K = ("decode_graph", "extend_v2_graph")  # v0.5.23's own allocation
+PER_CAPTURE_SEQ_LENS_K = {  # the phases whose base allocates seq_lens_k per capture
+    "v0.5.12": ("verify_graph", "extend_v2_graph"),
+    "v0.5.23": ("decode_graph", "extend_v2_graph"),
+}
 
 
-def _stale_on_base(phase: str, cases) -> bool:
+def _stale_on_base(base: str, phase: str, cases) -> bool:
     """v0.5.23 gives the first graph of a batch size capture-time lengths: wrong
     for a phase that allocates seq_lens_k per capture, once a replay's kernel
     length differs from the fill value (lengths the runner captured with)."""
-    per_capture = phase in PER_CAPTURE_SEQ_LENS_K
+    per_capture = phase in PER_CAPTURE_SEQ_LENS_K[base]
     return per_capture and any(
         length != FILL
         for case in cases
@@ -40,18 +43,19 @@ def _stale_on_base(phase: str, cases) -> bool:
     )
 
 
-def _params():
+def _params(base: str):
     cases = double_capture_cases()
     for phase in DOUBLE_CAPTURE_PHASES:
         for tree in ("base", "patched"):
             marks = []
-            if tree == "base" and _stale_on_base(phase, cases):
-                marks = [pytest.mark.xfail(strict=True, reason="v0.5.23 has the bug 0001 fixes")]
+            if tree == "base" and _stale_on_base(base, phase, cases):
+                reason = f"{base} has the bug its seq_lens_k fix patch fixes"
+                marks = [pytest.mark.xfail(strict=True, reason=reason)]
             yield pytest.param(tree, phase, marks=marks, id=f"{tree}-{phase}")
 
 
-@pytest.mark.parametrize("tree,phase", list(_params()))
-def test_every_capture_of_a_batch_size_reads_the_replay(double, double_plan, tree, phase):
+@pytest.mark.parametrize("base,tree,phase", per_base(_params))
+def test_every_capture_of_a_batch_size_reads_the_replay(double, double_plan, base, tree, phase):
     earlier = 0
     for scenario, out in zip(double_plan["scenarios"], double[tree].scenarios, strict=True):
         record = out.phases[phase]
