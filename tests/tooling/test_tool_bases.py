@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -188,6 +189,25 @@ def test_pytest_deselects_the_tests_of_other_bases():
     ladder = sum(line.startswith(own) for line in kept.stdout.splitlines())
     assert ladder > 0 and own not in dropped.stdout
     assert f"({ladder} deselected)" in dropped.stdout and "test_tool_units.py" in dropped.stdout
+
+
+def test_pytest_deselects_the_other_bases_cases_of_a_shared_test():
+    """A shared directory's test runs once per base; --base keeps one base's
+    cases and deselects the other's (per_base parameters and the generated
+    ``base`` parameter alike)."""
+    shared = (
+        "tests/backend/test_double_capture.py",  # per_base parameters
+        "tests/backend/test_graph_contract.py",  # the generated base parameter
+    )
+    ids = {}
+    for base in ("v0.5.12", "v0.5.23"):
+        out = _collect("--base", base, *shared).stdout.splitlines()
+        ids[base] = [line for line in out if "::" in line]
+        assert ids[base] and " deselected" in out[-1], out[-3:]
+    for base, found in ids.items():
+        assert all(re.search(rf"\[{re.escape(base)}[-\]]", i) for i in found), found
+    both = [line for line in _collect(*shared).stdout.splitlines() if "::" in line]
+    assert sorted(both) == sorted(ids["v0.5.12"] + ids["v0.5.23"])
 
 
 @pytest.mark.bad_input
