@@ -81,22 +81,36 @@ def hidden_line(runs: dict) -> str:
     )
 
 
+def runner_cpus() -> frozenset:
+    """The CPUs every ``--runners`` process is pinned to, the same for both
+    trees: the last two this process may run on (unpinned, one process's host
+    µs were up to 2.5x another's: H200, 2026-12-01, 4 rounds)."""
+    return frozenset(sorted(os.sched_getaffinity(0))[-2:])
+
+
 def runner_times(base_tree: Path, patched_tree: Path, cfg: dict, rounds: int) -> dict:
     """``--runners``: ``rounds`` processes of ``mla_harness.runner_check
     --time`` per tree (the two trees cannot share a process: both are
-    ``sglang``), base and patched alternating which goes first; per tree, the
-    rounds' reports (``report.runner_rounds`` joins them)."""
+    ``sglang``), base and patched alternating which goes first, each pinned to
+    ``runner_cpus``; per tree, the rounds' reports (``report.runner_rounds``
+    joins them)."""
     if cfg["device"] != "cuda":
         raise UserError("--runners times real CUDA graphs: it needs a GPU")
     if rounds < 1:
         raise UserError("--runner-rounds must be >= 1")
     trees = [("base", base_tree), ("patched", patched_tree)]
     out = {"base": [], "patched": []}
+    cpus = runner_cpus()
     for i in range(rounds):
         for name, tree in trees if i % 2 == 0 else trees[::-1]:
             progress(f"[bench] runners' execute, round {i + 1}/{rounds}, {name}: {tree}")
             stdout = child.run(
-                "mla_harness.runner_check", tree, "cuda", "--time", str(cfg["repeats"])
+                "mla_harness.runner_check",
+                tree,
+                "cuda",
+                "--time",
+                str(cfg["repeats"]),
+                cpus=cpus,
             )
             out[name].append(json.loads(stdout.strip().splitlines()[-1]))
     return out
@@ -144,7 +158,7 @@ def main(argv=None) -> int:
     timed_runners = {}
     if args.runners:
         timed_runners = runner_times(trees[0][1], trees[-1][1], cfg, args.runner_rounds)
-        table += "\n\n" + report.runner_markdown(timed_runners)
+        table += "\n\n" + report.runner_markdown(timed_runners, sorted(runner_cpus()))
     print(table)
     out_dir = Path(args.out_dir or layout.build / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -158,6 +172,7 @@ def main(argv=None) -> int:
         "result": result,
         "runs": runs,
         "runners": timed_runners,
+        "runner_cpus": sorted(runner_cpus()) if args.runners else [],
         "table": table,
     }
     written = [f"bench-{stamp}.json"]

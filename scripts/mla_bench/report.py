@@ -411,76 +411,161 @@ def ladder_markdown(steps: list, cfg: dict) -> str:
     return "\n".join(lines)
 
 
+RUNNER_PARTS = ("execute", "metadata", "buffers", "graph", "rest")  # runner_check.SECTIONS
+
+
 def runner_rounds(times: dict) -> dict:
     """``--runners``' rounds joined: per tree and (setup, runner, bs, path),
-    the median over the rounds of each round's median µs, the rounds' lowest
-    and highest, and the launches and device-to-host reads of one
-    ``execute`` (exact: every round must count the same)."""
+    each round's median µs of the whole ``execute`` and of each part of it
+    (``RUNNER_PARTS``: the out-of-graph metadata call, the buffer copies, the
+    graph launch, the rest; timed inside the same calls), the median over the
+    rounds with the rounds' lowest and highest, and the launches and
+    device-to-host reads of one ``execute`` (exact: every round must count
+    the same)."""
     joined = {}
     for tree, rounds in times.items():
         rows = {}
         for report in rounds:
             for r in report:
                 key = (r["setup"], r["runner"], r["bs"], r["path"])
-                row = rows.setdefault(key, {"us": [], "counts": set()})
-                row["us"].append(r["execute_us"])
+                row = rows.setdefault(key, {"rounds": [], "counts": set()})
+                row["rounds"].append({part: r[f"{part}_us"] for part in RUNNER_PARTS})
                 row["counts"].add((r["launches"], r["syncs"]))
         for key, row in rows.items():
             if len(row["counts"]) != 1:
                 raise ValueError(f"{tree} {key}: launches differ between rounds: {row['counts']}")
-            (launches, syncs), us = row["counts"].pop(), row["us"]
-            row.update(median=statistics.median(us), low=min(us), high=max(us), launches=launches)
-            row["syncs"] = syncs
+            row["launches"], row["syncs"] = row["counts"].pop()
+            for part in RUNNER_PARTS:
+                us = [r[part] for r in row["rounds"]]
+                row[part] = {"median": statistics.median(us), "low": min(us), "high": max(us)}
         joined[tree] = rows
     return joined
 
 
-def runner_markdown(times: dict) -> str:
+def _span(part: dict) -> str:
+    return f"{_fmt(part['median'])} ({_fmt(part['low'])}-{_fmt(part['high'])})"
+
+
+def _share(xs: list) -> str:
+    return f"{statistics.median(xs):.0%} ({min(xs):.0%}-{max(xs):.0%})"
+
+
+def runner_iterations(joined: dict) -> dict:
+    """Per (setup, bs) both trees measured every runner of an EAGLE
+    iteration at (draft, verify alone, draft extend: not plain decode, not
+    verify after ``load_batch``): per tree, each round's sums of ``execute``
+    and of its metadata call over those runners, and their launches."""
+    base, patched = joined["base"], joined["patched"]
+    out = {}
+    for k in sorted(base):
+        if k not in patched or k[3] != "execute" or "(decode)" in k[1]:
+            continue
+        it = out.setdefault((k[0], k[2]), {"runners": 0})
+        it["runners"] += 1
+        for tree, row in (("base", base[k]), ("patched", patched[k])):
+            t = it.setdefault(tree, {"launches": 0, "execute": None, "metadata": None})
+            t["launches"] += row["launches"]
+            for part in ("execute", "metadata"):
+                per_round = [r[part] for r in row["rounds"]]
+                t[part] = (
+                    per_round
+                    if t[part] is None
+                    else [a + b for a, b in zip(t[part], per_round, strict=True)]
+                )
+    return {key: it for key, it in out.items() if it["runners"] == 3}
+
+
+def runner_markdown(times: dict, cpus: list) -> str:
     """``--runners``: per real runner and captured size, the launches of one
-    ``execute`` and its host µs (median over the rounds of each process's
-    median, with the rounds' range), base vs patched; and per setup the EAGLE
-    iteration's sum (draft + verify alone + draft extend) over the sizes
-    both measured."""
+    ``execute`` and its host µs, whole and in the out-of-graph metadata call
+    (each the median over the rounds of each process's median, with the
+    rounds' range), base vs patched; then per setup and size the EAGLE
+    iteration (``runner_iterations``): the share of the base's ``execute``
+    time its metadata calls take, and the share the series removes (per base
+    process: its calls less the patched processes' median calls, over its
+    own ``execute``; the median and range over the base's processes). A
+    share, unlike two processes' µs, is measured inside one process."""
     joined = runner_rounds(times)
     base, patched = joined["base"], joined["patched"]
     rounds = len(times["base"])
-    span = lambda r: f"{_fmt(r['median'])} ({_fmt(r['low'])}-{_fmt(r['high'])})"  # noqa: E731
     lines = [
         "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
         "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
         "each call; one attention layer per forward; runner_check's own setups, not the "
-        f"sizes above): {rounds} processes per tree, base "
-        "and patched alternating; the median of the processes' medians (their range), "
-        "and the host launches of one execute (exact; the graph replay is one):",
+        f"sizes above): {rounds} processes per tree, base and patched alternating, each "
+        f"pinned to CPUs {', '.join(map(str, cpus))}; the "
+        'median of the processes\' medians (their range); "metadata call": the part of '
+        "the same execute calls spent in the backend's init_forward_metadata_out_graph; "
+        "launches: the host launches of one execute (exact; the graph replay is one):",
         "",
-        _row("setup", "runner", "bs", "path", "launches", "µs base", "µs patched", "saved"),
-        "|---:|---|---:|---|---:|---:|---:|---:|",
+        _row(
+            "setup",
+            "runner",
+            "bs",
+            "path",
+            "launches",
+            "execute µs base",
+            "metadata call base",
+            "execute µs patched",
+            "metadata call patched",
+            "outside the call base / patched",
+        ),
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    iteration = {}
     for k in sorted(base):
         if k not in patched:
             continue
         b, p = base[k], patched[k]
-        launches = f"{b['launches']} -> {p['launches']}"
-        saved = _fmt(b["median"] - p["median"])
-        lines.append(_row(k[0], k[1], k[2], k[3], launches, span(b), span(p), saved))
-        if k[3] == "execute" and "(decode)" not in k[1]:
-            sums = iteration.setdefault((k[0], k[2]), [0.0, 0.0, 0, 0, 0])
-            sums[0] += b["median"]
-            sums[1] += p["median"]
-            sums[2] += b["launches"]
-            sums[3] += p["launches"]
-            sums[4] += 1
+        outside = [_fmt(t["execute"]["median"] - t["metadata"]["median"]) for t in (b, p)]
+        lines.append(
+            _row(
+                *k,
+                f"{b['launches']} -> {p['launches']}",
+                _span(b["execute"]),
+                _span(b["metadata"]),
+                _span(p["execute"]),
+                _span(p["metadata"]),
+                " / ".join(outside),
+            )
+        )
     lines += [
         "",
         "EAGLE iteration (draft + verify + draft extend execute; verify's metadata call is "
-        "inside its execute here, in load_batch when planned ahead), per setup and size:",
+        "inside its execute here, in load_batch when planned ahead), per setup and size: "
+        "the sums' medians over the processes; the shares per base process (median, range):",
         "",
-        _row("setup", "bs", "launches", "µs base", "µs patched", "share saved"),
-        "|---:|---:|---:|---:|---:|---:|",
+        _row(
+            "setup",
+            "bs",
+            "launches",
+            "execute µs base",
+            "metadata calls base",
+            "their share",
+            "execute µs patched",
+            "metadata calls patched",
+            "share removed",
+        ),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for (setup, bs), (b, p, lb, lp, n) in sorted(iteration.items()):
-        if n == 3:
-            share = f"{(b - p) / b:.0%}"
-            lines.append(_row(setup, bs, f"{lb} -> {lp}", _fmt(b), _fmt(p), share))
+    for (setup, bs), it in runner_iterations(joined).items():
+        b, p = it["base"], it["patched"]
+        med = statistics.median
+        patched_calls = med(p["metadata"])
+        held = [m / e for m, e in zip(b["metadata"], b["execute"], strict=True)]
+        removed = [
+            (m - patched_calls) / e for m, e in zip(b["metadata"], b["execute"], strict=True)
+        ]
+        lines.append(
+            _row(
+                setup,
+                bs,
+                f"{b['launches']} -> {p['launches']}",
+                _fmt(med(b["execute"])),
+                _fmt(med(b["metadata"])),
+                _share(held),
+                _fmt(med(p["execute"])),
+                _fmt(patched_calls),
+                _share(removed),
+            )
+        )
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,15 +51,18 @@ def run(
     *args: str,
     timeout: float | None = None,
     live_stderr: bool = False,
+    cpus: frozenset | None = None,
 ) -> str:
     """``python -m module --tree tree --device device args`` in a fresh
     interpreter with ``scripts/`` on its path; returns its stdout. Its stderr is
     passed through (``live_stderr``: progress lines) or kept for the error, which
-    names the module, the tree, the exit status and the end of stderr."""
+    names the module, the tree, the exit status and the end of stderr. ``cpus``:
+    the child (and every thread it starts) runs on those CPUs only."""
     cmd = [sys.executable, "-m", module, "--tree", str(tree), "--device", device, *args]
     proc = subprocess.run(
         cmd,
         env=subprocess_env(),
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         stdout=subprocess.PIPE,
         stderr=None if live_stderr else subprocess.PIPE,
         text=True,

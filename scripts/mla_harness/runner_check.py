@@ -649,9 +649,10 @@ class RunnerCheck:
         its buffers, padding, the out-of-graph metadata call, the graph
         launch), with the GPU idle before each call: per runner, captured
         size and path (verify after ``load_batch``, or alone), the median of
-        ``repeats`` unpadded replays after ``warmup`` more; then, per path,
-        one more ``execute`` under ``launches.count_launches`` (what it
-        launches from the host, the graph replay included, and its
+        ``repeats`` unpadded replays after ``warmup`` more, and of the part of
+        each call spent in each of ``SECTIONS`` (timed inside the same call);
+        then, per path, one more ``execute`` under ``launches.count_launches``
+        (what it launches from the host, the graph replay included, and its
         device-to-host reads)."""
         import statistics
         import time
@@ -665,7 +666,9 @@ class RunnerCheck:
         for r in self.runners:
             execute, samples, counted = r.runner.execute, [], []
 
-            def timed(*args, execute=execute, samples=samples, counted=counted, **kwargs):
+            def timed(
+                *args, execute=execute, samples=samples, counted=counted, runner=r.runner, **kwargs
+            ):
                 if cuda:
                     torch.cuda.synchronize()
                 if counted:  # the counting call: not timed
@@ -673,9 +676,12 @@ class RunnerCheck:
                         out = execute(*args, **kwargs)
                     counted[0] = counts
                     return out
-                start = time.perf_counter()
-                out = execute(*args, **kwargs)
-                samples.append((time.perf_counter() - start) * 1e6)
+                spans = dict.fromkeys(SECTION_NAMES, 0.0)
+                with sections(runner, spans):
+                    start = time.perf_counter()
+                    out = execute(*args, **kwargs)
+                    total = time.perf_counter() - start
+                samples.append({"execute": total * 1e6, **{k: v * 1e6 for k, v in spans.items()}})
                 return out
 
             r.runner.execute = timed
@@ -692,13 +698,17 @@ class RunnerCheck:
                         r.replay(bs)
                         counts[r.path] = counted.pop()
                     for path, us in sorted(by_path.items()):
+                        median = lambda key, us=us: statistics.median(s[key] for s in us)  # noqa: E731
+                        rest = [s["execute"] - sum(s[k] for k in SECTION_NAMES) for s in us]
                         report.append(
                             {
                                 "runner": r.label or r.name,
                                 "bs": bs,
                                 "path": path,
                                 "samples": len(us),
-                                "execute_us": statistics.median(us),
+                                "execute_us": median("execute"),
+                                **{f"{k}_us": median(k) for k in SECTION_NAMES},
+                                "rest_us": statistics.median(rest),
                                 "launches": counts[path].launches,
                                 "syncs": counts[path].syncs,
                             }
@@ -706,6 +716,70 @@ class RunnerCheck:
             finally:
                 del r.runner.execute
         return report
+
+
+# What ``time_execute`` attributes an ``execute``'s host time to: (section,
+# the runner's attribute holding the object, the method called on it).
+# "metadata": the out-of-graph call before the replay (the decode runner's
+# ``attn_backend``, ``decode_cuda_graph_runner.py:343, 672-676``; the draft
+# runners' own, ``eagle_draft_cuda_graph_runner.py:738``,
+# ``eagle_draft_extend_cuda_graph_runner.py:662``); "buffers": the buffer
+# registry's copies (``fill_from``, and ``copy_slots`` for an unpadded batch;
+# the draft runners copy into their buffers inline: "rest"); "graph": the
+# graph backend's replay (the graph launch). "rest" is what is left: padding,
+# the forward-batch fields, the runner's own Python.
+SECTIONS = (
+    ("metadata", "attn_backend", "init_forward_metadata_out_graph"),
+    ("metadata", "draft_attn_backend", "init_forward_metadata_out_graph"),
+    ("metadata", "draft_extend_attn_backend", "init_forward_metadata_out_graph"),
+    ("buffers", "buffer_registry", "fill_from"),
+    ("buffers", "buffer_registry", "copy_slots"),
+    ("graph", "backend", "replay"),
+)
+SECTION_NAMES = tuple(dict.fromkeys(name for name, _, _ in SECTIONS))
+
+
+@contextlib.contextmanager
+def sections(runner, spans: dict):
+    """Add to ``spans[section]`` the host seconds spent in each of
+    ``SECTIONS``' methods on ``runner`` while the block runs (a call nested in
+    another of the same section counts once); the methods are wrapped on
+    their objects, not replaced, and restored after."""
+    import time
+
+    depth = dict.fromkeys(spans, 0)
+    wrapped = []
+
+    def timer(section, method):
+        def call(*args, **kwargs):
+            depth[section] += 1
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                depth[section] -= 1
+                if not depth[section]:
+                    spans[section] += time.perf_counter() - start
+
+        return call
+
+    seen = set()
+    for section, attr, name in SECTIONS:
+        obj = getattr(runner, attr, None)
+        if obj is None or (id(obj), name) in seen or not hasattr(obj, name):
+            continue
+        seen.add((id(obj), name))
+        own = name in vars(obj)  # an instance attribute (a harness replacement)
+        wrapped.append((obj, name, own, getattr(obj, name)))
+        setattr(obj, name, timer(section, getattr(obj, name)))
+    try:
+        yield spans
+    finally:
+        for obj, name, own, method in reversed(wrapped):
+            if own:
+                setattr(obj, name, method)
+            else:
+                delattr(obj, name)
 
 
 SETUPS = (  # (Setup kwargs, captured batch sizes)

@@ -151,52 +151,70 @@ def _config(device="cpu"):
     return cfg
 
 
-def _runner_rows(scale, launches):
+def _runner_rows(scale, launches, metadata=(50, 30, 20, 500)):
+    # One process's report: each row's parts are the execute's, scaled by how
+    # fast the process ran.
     out = []
-    for runner, us in (
-        ("EAGLEDraftCudaGraphRunner", 100),
-        ("DecodeCudaGraphRunner (target verify)", 60),
-        ("EAGLEDraftExtendCudaGraphRunner", 40),
-        ("DecodeCudaGraphRunner (decode)", 1000),
+    for (runner, us), meta in zip(
+        (
+            ("EAGLEDraftCudaGraphRunner", 100),
+            ("DecodeCudaGraphRunner (target verify)", 60),
+            ("EAGLEDraftExtendCudaGraphRunner", 40),
+            ("DecodeCudaGraphRunner (decode)", 1000),
+        ),
+        metadata,
+        strict=True,
     ):
-        out.append(
-            {
-                "setup": 0,
-                "runner": runner,
-                "bs": 2,
-                "path": "execute",
-                "execute_us": us * scale,
-                "launches": launches,
-                "syncs": 0,
-            }
-        )
+        out.append(_runner_row(runner, "execute", us * scale, meta * scale, launches))
     out.append(
-        {
-            "setup": 0,
-            "runner": "DecodeCudaGraphRunner (target verify)",
-            "bs": 2,
-            "path": "load_batch, execute",
-            "execute_us": 5000,
-            "launches": launches,
-            "syncs": 0,
-        }
+        _runner_row(
+            "DecodeCudaGraphRunner (target verify)", "load_batch, execute", 5000, 0, launches
+        )
     )
     return out
 
 
+def _runner_row(runner, path, us, metadata, launches):
+    return {
+        "setup": 0,
+        "runner": runner,
+        "bs": 2,
+        "path": path,
+        "execute_us": us,
+        "metadata_us": metadata,
+        "buffers_us": 0.0,
+        "graph_us": us / 10,
+        "rest_us": us - metadata - us / 10,
+        "launches": launches,
+        "syncs": 0,
+    }
+
+
 def test_runner_table_sums_the_iteration_without_plain_decode_or_preplanned_verify():
-    # Three rounds per tree: the table shows the median of the rounds' medians
-    # and their range; launches are the same in every round.
+    # Three processes per tree, each running at its own speed: the table shows
+    # the median of the processes' medians and their range; launches are the
+    # same in every round; the shares are each base process's own.
     text = report.runner_markdown(
         {
             "base": [_runner_rows(s, 30) for s in (1.0, 3.0, 0.9)],
-            "patched": [_runner_rows(s, 20) for s in (0.5, 0.4, 2.0)],
-        }
+            "patched": [_runner_rows(s, 20, metadata=(1, 1, 1, 1)) for s in (0.5, 0.4, 2.0)],
+        },
+        [14, 15],
     )
-    assert "| 0 | 2 | 90 -> 60 | 200.0 | 100.0 | 50% |" in text  # 100 + 60 + 40, halved
-    preplanned = "| 2 | load_batch, execute | 30 -> 20 | 5000.0 (5000.0-5000.0) | 5000.0"
+    assert "pinned to CPUs 14, 15" in text
+    # base: 100 + 60 + 40 = 200 µs, of it 50 + 30 + 20 = 100 in the metadata
+    # calls (half, in every process); patched: 3 µs at scale 0.5 (the median).
+    # Removed per base process: (100 s - 1.5) / 200 s = 49.2%, 49.8%, 49.2%.
+    assert (
+        "| 0 | 2 | 90 -> 60 | 200.0 | 100.0 | 50% (50%-50%) | 100.0 | 1.5 | 49% (49%-50%) |" in text
+    )
+    preplanned = "| 2 | load_batch, execute | 30 -> 20 | 5000.0 (5000.0-5000.0) | 0.0 (0.0-0.0) |"
     assert f"| 0 | DecodeCudaGraphRunner (target verify) {preplanned}" in text
-    assert "| 100.0 (90.0-300.0) | 50.0 (40.0-200.0) | 50.0 |" in text  # the draft's row
+    # the draft's row: execute and its metadata call per tree; outside it 50 / 49.5
+    assert (
+        "| 100.0 (90.0-300.0) | 50.0 (45.0-150.0) | 50.0 (40.0-200.0) | 0.5 (0.4-2.0) | 50.0 / 49.5 |"
+        in text
+    )
 
 
 def test_runner_rounds_refuse_launch_counts_that_differ():
