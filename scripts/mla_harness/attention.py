@@ -130,6 +130,34 @@ def attend(backend, fb, layer_, q: torch.Tensor):
     return fn(q, None, None, layer_, fb, save_kv_cache=False)
 
 
+def attend_split(backend, fb, layer_, q: torch.Tensor, k: torch.Tensor, k_rope: torch.Tensor):
+    """One attention layer's forward as an MLA layer calls it (DeepSeek's
+    ``forward_absorb_core`` through ``RadixAttention``): the absorbed query
+    split into ``q_nope`` (its first V_DIM of each head) and ``q_rope``, the
+    latent KV row as ``k`` (also passed as ``v``) and ``k_rope``, so the
+    backend builds the kernel's query itself (on an FP8 KV cache: its FP8
+    quantization, ``mla_quantize_without_rope_for_fp8`` or the cast after the
+    merge). ``q``: (tokens, heads * KV_DIM); ``k``: (tokens, 1, V_DIM);
+    ``k_rope``: (tokens, 1, KV_DIM - V_DIM). With ``save_kv_cache=False``
+    the KV rows are quantized, as the forward does, but not written.
+    """
+    q3 = q.view(q.shape[0], layer_.tp_q_head_num, KV_DIM)
+    if fb.forward_mode.is_decode_or_idle():
+        fn = backend.forward_decode
+    else:
+        fn = backend.forward_extend
+    return fn(
+        q3[..., :V_DIM],
+        k,
+        k,
+        layer_,
+        fb,
+        save_kv_cache=False,
+        q_rope=q3[..., V_DIM:],
+        k_rope=k_rope,
+    )
+
+
 def each_layer(backends, bs: int, layer_ids, heads: int):
     """(backend, layer) for each attention layer a captured forward runs, in order.
 

@@ -33,12 +33,17 @@ def paged_mla_decode(q, kv_cache, block_table, kv_lens, page_size, v_dim=512):
 
     q: (bs, q_len, heads, 576); kv_cache: (pages, page_size, 576).
     The request's last ``q_len`` positions attend causally, as in verify.
+    An FP8 query or cache (``float8_e4m3fn``) is read at scale 1, in float64.
     """
     import torch
 
     bs, q_len = q.shape[:2]
     width = block_table.shape[1]
-    pages = kv_cache[block_table.clamp(min=0).long()]  # (bs, width, page, 576)
+    table = block_table.clamp(min=0).long()
+    if kv_cache.dtype == torch.float8_e4m3fn:  # gathered as bytes: any device indexes those
+        pages = kv_cache.view(torch.uint8)[table].view(kv_cache.dtype)
+    else:
+        pages = kv_cache[table]  # (bs, width, page, 576)
     kv = pages.reshape(bs, width * page_size, -1).double()
     pos = torch.arange(width * page_size, device=q.device)
     q_pos = kv_lens[:, None].long() - q_len + torch.arange(q_len, device=q.device)

@@ -31,6 +31,14 @@ as a persistent output (of those, views of ``unpad_output_buffer`` counted
 apart).
 The outputs are written to ``--out`` for the parent to compare trees.
 
+``--kv-dtype float8_e4m3fn``: an FP8 KV cache (``--kv-cache-dtype
+fp8_e4m3``). The backend is built with that dtype, the pool holds FP8, and
+each layer passes q_nope / q_rope and k / k_rope as an MLA layer does, so
+the forward quantizes the query itself (``mla_quantize_without_rope_for_fp8``)
+and pads the FP8 query; the kernel asserts its query and KV are FP8, and the
+reference reads the same KV and the padded query cast to FP8 (replacement 21
+on CUDA). ``--setup I`` runs one entry of ``SETUPS`` (repeatable).
+
 ``python -m mla_harness.ragged_verify_check --tree DIR --replays N --out FILE``
 prints a JSON summary.
 """
@@ -52,6 +60,7 @@ class Ragged:
     """One setup's target backend, driven as the ragged-mode graph runner drives it."""
 
     def __init__(self, setup, device: str, seed: int, graph_state: bool):
+        import torch
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         from . import attention, sglang_api
@@ -59,6 +68,9 @@ class Ragged:
         from .consumer import Check
 
         self.check = Check(setup, device=device, seed=seed)
+        self.fp8 = setup.kv_dtype == torch.float8_e4m3fn
+        if self.fp8:  # the pool and the reference read the same FP8 KV
+            self.check.kv_cache = self.check.kv_cache.to(setup.kv_dtype)
         self.setup, self.device, self.api = setup, device, sglang_api.current()
         self.width, self.heads = setup.draft_tokens, setup.model.q_heads
         self.mode = ForwardMode.TARGET_VERIFY
@@ -112,6 +124,8 @@ class Ragged:
         def consume(query, kv, block_tables, kv_lens):
             from .consumer import paged_mla_decode
 
+            if self.fp8:  # what the kernel receives: the FP8 query (padded) and pool
+                assert query.dtype == kv.dtype == torch.float8_e4m3fn, (query.dtype, kv.dtype)
             out = paged_mla_decode(query, kv, block_tables, kv_lens, self.setup.page_size)
             return out.to(torch.bfloat16).contiguous()
 
@@ -119,13 +133,29 @@ class Ragged:
         with attention.kernel_sink(self.backend, consume):
             for layer_id in LAYERS:
                 layer = attention.layer(layer_id, self.heads)
-                raw = attention.attend(self.backend, fb, layer, q)
+                if self.fp8:  # as an MLA layer calls it: the backend quantizes
+                    k, k_rope = self.latent(q.shape[0])
+                    raw = attention.attend_split(self.backend, fb, layer, q, k, k_rope)
+                else:
+                    raw = attention.attend(self.backend, fb, layer, q)
                 held = self.held_storage(raw)
                 self.outputs += 1
                 self.persistent += int(held is not None)
                 self.unpad_views += int(held == "unpad_output_buffer")
                 outs.append(raw.clone())
         return outs
+
+    def latent(self, tokens: int):
+        """The layer's latent KV rows (k_nope, k_rope) for an FP8 forward: it
+        quantizes them with the query (not written: save_kv_cache=False)."""
+        import torch
+
+        from .attention import KV_DIM, V_DIM
+
+        return tuple(
+            torch.zeros(tokens, 1, dim, dtype=torch.bfloat16, device=self.device)
+            for dim in (V_DIM, KV_DIM - V_DIM)
+        )
 
     def held_storage(self, out):
         """The name of the backend's tensor attribute whose storage ``out``
@@ -210,6 +240,8 @@ class Ragged:
             padded[i, :n] = q[start : start + n].view(n, self.heads, KV_DIM)
             start += n
         kv_lens, table = self.check.oracle(batch, self.width)
+        if self.fp8:  # the query rounded by a cast here, not by the backend
+            padded = padded.to(self.check.kv_cache.dtype)
         ref = paged_mla_decode(padded, self.check.kv_cache, table, kv_lens, self.setup.page_size)
         rows = [ref[i, :n] for i, n in enumerate(verify_lens)]
         return torch.cat(rows).to(q.dtype)
@@ -295,15 +327,38 @@ def main(argv=None) -> int:
     parser = child.parser(__doc__)
     parser.add_argument("--replays", type=int, default=8)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument(
+        "--kv-dtype",
+        default="bfloat16",
+        choices=("bfloat16", "float8_e4m3fn"),
+        help="the KV cache dtype (float8_e4m3fn: --kv-cache-dtype fp8_e4m3)",
+    )
+    parser.add_argument(
+        "--setup",
+        type=int,
+        action="append",
+        choices=range(len(SETUPS)),
+        help="run only this index of SETUPS (repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
     child.enter(args)
+    import torch
+
+    from . import replacements
     from .sglang_api import current
     from .standin import Setup
 
     report, outputs = [], []
+    fp8 = args.kv_dtype == "float8_e4m3fn"
     for i, fields in enumerate(SETUPS):
-        with current().device_calls(args.device == "cuda"):
-            summary, outs = run(Setup(**fields), args.device, args.replays, seed=i)
+        if args.setup and i not in args.setup:
+            continue
+        with (
+            current().device_calls(args.device == "cuda"),
+            replacements.absorb_q_concat(fp8 and args.device == "cuda"),
+        ):
+            setup = Setup(**fields, kv_dtype=getattr(torch, args.kv_dtype))
+            summary, outs = run(setup, args.device, args.replays, seed=i)
         report.append({"setup": i, **summary})
         outputs.append(outs)
     args.out.write_bytes(pickle.dumps(outputs))

@@ -158,6 +158,23 @@ The series' upstream test file (patches/v0.5.23 0007) runs in a child with
 20. ``datasets`` (when not installed): an absent module, as in 3.
    ``sglang.test.test_utils`` (``CustomTestCase``) imports the serving
    benchmark, which imports it at module load; the file never calls it.
+
+With an FP8 KV cache (``runner_check --variant fp8``, ``ragged_verify_check
+--kv-dtype float8_e4m3fn``), on CUDA only:
+
+21. Where the tvm_ffi JIT cannot build it (as for 10: no nvcc / JIT toolchain
+   in the offline bundle): ``concat_mla_absorb_q`` of ``kernels/ops/attention/
+   utils.py``, the CUDA concat that ``concat_mla_absorb_q_general`` calls on
+   CUDA for 512 / 64-wide halves, inside the FP8 forward's
+   ``mla_quantize_without_rope_for_fp8`` (decode and verify) and draft
+   extend's merge before its FP8 cast (``trtllm_mla_backend.py``, patched
+   tree 1162, 1371, 1408; base tree 1262, 1471, 1508). The stand-in is
+   ``torch.cat`` on the last dimension, what the same function runs off CUDA
+   (its other branch). Unlike 1-20 this one IS on the path: the concat builds
+   the query the backend then casts to FP8; what that yields is read where
+   the kernel receives it (7: FP8, asserted) and compared with the query
+   rounded by a plain cast. The real JIT kernel is tried first and kept when
+   it builds; a line on stderr says when the stand-in is used.
 """
 
 from __future__ import annotations
@@ -615,3 +632,38 @@ def eager_graph_backend(freeze: tuple = ()):
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def absorb_q_concat(use_cuda: bool):
+    """Replacement 21 (CUDA only, where the JIT module does not build): the
+    absorbed-query concat of ``concat_mla_absorb_q_general`` as ``torch.cat``."""
+    if not use_cuda:
+        yield
+        return
+    import torch
+    from sglang.kernels.ops.attention import concat_mla, utils
+
+    if not hasattr(utils, "concat_mla_absorb_q"):
+        raise AssertionError(f"{utils.__name__} has no concat_mla_absorb_q: update replacements.py")
+    try:
+        concat_mla._jit_concat_mla_absorb_q_module()
+    except Exception as error:  # the toolchain is absent: the stand-in
+        print(
+            f"replacement 21: concat_mla_absorb_q's JIT module does not build"
+            f" ({type(error).__name__}): torch.cat stands in",
+            file=sys.stderr,
+        )
+    else:
+        yield
+        return
+
+    def concat(a, b):
+        return torch.cat([a, b], dim=-1)
+
+    real = utils.concat_mla_absorb_q
+    utils.concat_mla_absorb_q = concat
+    try:
+        yield
+    finally:
+        utils.concat_mla_absorb_q = real

@@ -128,13 +128,23 @@ class Runner:
     def __init__(self, env, backends: list, width: int):
         import torch
 
-        from .attention import KV_DIM
+        from .attention import KV_DIM, V_DIM
 
         self.env, self.backends, self.width = env, backends, width
         s = env.setup
         self.query = torch.zeros(
             s.max_bs * width, env.heads * KV_DIM, dtype=torch.bfloat16, device=env.device
         )
+        # An FP8 KV cache: the layer's latent KV rows (k_nope, k_rope), which
+        # the FP8 forward quantizes with the query (not written: the harness
+        # forwards with save_kv_cache=False, replacement 11).
+        self.latent = None
+        if getattr(env, "fp8", False):
+            rows = s.max_bs * width
+            self.latent = tuple(
+                torch.randn(rows, 1, dim, device=env.device).to(torch.bfloat16)
+                for dim in (V_DIM, KV_DIM - V_DIM)
+            )
         self.runner = None
         self.path = "execute"  # how the last replay was made
         self.orders_checked = 0  # CPU re-runs whose marker order was checked
@@ -152,10 +162,14 @@ class Runner:
 
         from . import attention
 
-        q = self.query[: forward_batch.batch_size * self.width]
+        tokens = forward_batch.batch_size * self.width
+        q = self.query[:tokens]
         if self.layer is None:  # made once: a compiled forward does not trace its making
             self.layer = attention.layer(0, self.env.heads)
         with forward_context(ForwardContext(attn_backend=backend), forward_batch=forward_batch):
+            if self.latent is not None:  # FP8: q_nope / q_rope, k / k_rope, as an MLA layer
+                k, k_rope = (t[:tokens] for t in self.latent)
+                return attention.attend_split(backend, forward_batch, self.layer, q, k, k_rope)
             return attention.attend(backend, forward_batch, self.layer, q)
 
     def reference(self, batch, bs: int):
@@ -167,6 +181,8 @@ class Runner:
         env = self.env
         lens, table = env.check.oracle(batch, env.setup.draft_tokens if self.verify else 0)
         q4 = self.query[: bs * self.width].view(bs, self.width, env.heads, KV_DIM)
+        if self.latent is not None:  # FP8: rounded here by a cast, not by the backend
+            q4 = q4.to(env.check.kv_cache.dtype)
         return paged_mla_decode(q4, env.check.kv_cache, table, lens, env.setup.page_size)
 
     def outputs(self, out, bs: int) -> list:
@@ -502,12 +518,26 @@ class RunnerCheck:
         speculative: bool = True,
         variant: Variant | None = None,
     ):
+        import dataclasses
+
+        import torch
+
         from . import attention, replacements, sglang_api
         from .consumer import Check, paged_mla_decode
 
-        self.setup, self.device = setup, device
         self.variant = variant = variant or VARIANTS["default"]
+        # The KV cache dtype the backends are built with (the stand-in model
+        # runner's kv_cache_dtype, as --kv-cache-dtype sets ModelRunner's).
+        kv_dtype = getattr(torch, variant.kv_dtype)
+        setup = dataclasses.replace(setup, kv_dtype=kv_dtype)
+        self.fp8 = kv_dtype == torch.float8_e4m3fn
+        self.setup, self.device = setup, device
         self.check = Check(setup, device=device, seed=seed)
+        if self.fp8:
+            # The pool holds FP8 (forward_extend asserts it: trtllm_mla_backend.py
+            # 1541, base 1629); the reference reads the same rounded values.
+            self.check.kv_cache = self.check.kv_cache.to(kv_dtype)
+            stack.enter_context(replacements.absorb_q_concat(device.startswith("cuda")))
         self.backends = self.check.backends
         self.heads = setup.model.q_heads
         page = setup.page_size
@@ -520,6 +550,13 @@ class RunnerCheck:
         sglang_api.current().attach_kv_pool(all_backends, pool)
 
         def consume(query, kv, block_tables, kv_lens):
+            if self.fp8:
+                # What the kernel receives must be FP8: the query the backend
+                # quantized, and the pool's pages. Dequantized at scale 1 (the
+                # layer has no k_scale_float: bmm1's k_scale is 1.0,
+                # trtllm_mla_backend.py:859-864), in float64 by paged_mla_decode.
+                assert query.dtype == torch.float8_e4m3fn, query.dtype
+                assert kv.dtype == torch.float8_e4m3fn, kv.dtype
             return paged_mla_decode(query, kv, block_tables, kv_lens, page).contiguous()
 
         for backend in all_backends:
@@ -806,6 +843,14 @@ class Variant:
     # capture the forward compiled by ``torch_compile_decoration.patch_model``
     # for sizes up to N (CUDA only).
     compile_max_bs: int = 0
+    # The KV cache dtype (a ``torch`` attribute): "float8_e4m3fn" as with
+    # ``--kv-cache-dtype fp8_e4m3``. The layers then pass q_nope / q_rope and
+    # k / k_rope, and the backends quantize the query themselves; the kernel
+    # (replacement 7) asserts it receives FP8 query and KV. The reference
+    # reads the same FP8 KV and the query rounded to FP8 by a plain cast, in
+    # float64 as the consumer: equal inputs, so the tests' 1e-9 (rounding of
+    # float64 sums only) holds for FP8 as for bf16.
+    kv_dtype: str = "bfloat16"
 
 
 VARIANTS = {
@@ -820,6 +865,8 @@ VARIANTS = {
     ),
     "double_capture": Variant(SETUPS[:1], nolora=True),
     "compile": Variant(SETUPS[:1], compile_max_bs=2),
+    # An FP8 KV cache (--kv-cache-dtype fp8_e4m3).
+    "fp8": Variant(SETUPS[:1], kv_dtype="float8_e4m3fn"),
 }
 
 

@@ -13,6 +13,15 @@ on the padded query the layout defines with lengths and table from
 and no output may lie in a tensor the backend holds (v0.5.23's all lie in
 ``unpad_output_buffer`` wherever the backend has graph state: strict xfail,
 and a check of the base tree that shows the probe sees them).
+
+With an FP8 KV cache (``--kv-dtype float8_e4m3fn``: the forward quantizes
+the query, pads it in FP8, and the kernel asserts FP8 query and KV) both
+trees pass all of it: the unpadded output is sized by the call on both, as
+0004's message says (v0.5.23's ``unpad_output_buffer`` is FP8 then,
+``trtllm_mla_backend.py:515-519``, and ``.to(bf16)`` of its rows copies,
+``kernels/ops/attention/pad.py:298``: no output lies in a tensor the backend
+holds, and the zeroed rows reach the copy), and both trees' outputs are
+equal.
 """
 
 from __future__ import annotations
@@ -30,10 +39,14 @@ pytestmark = pytest.mark.base("v0.5.23")
 
 SETUPS = 2  # ragged_verify_check.SETUPS
 EAGER_PATHS = 2  # without and with CUDA-graph state
+# FP8 on CPU: one setup (page 32, 5 draft tokens, 3 tiers) at the fewest
+# replays, as the Triton interpreter's pad and unpad dominate the cost.
+FP8_CPU = ("--setup", "1")
+FP8_CPU_REPLAYS = 4
 
 
-def _run(tree: Path, device: str, replays: int) -> tuple[list, list]:
-    args = ("--replays", str(replays))
+def _run(tree: Path, device: str, replays: int, *flags: str) -> tuple[list, list]:
+    args = ("--replays", str(replays), *flags)
     return child.run_report("mla_harness.ragged_verify_check", tree, device, *args, timeout=1800)
 
 
@@ -46,12 +59,23 @@ def ragged23(trees_of, device, request):
         return replays, {name: future.result() for name, future in futures.items()}
 
 
-@pytest.mark.parametrize("tree", ["base", "patched"])
-def test_ragged_verify_equals_reference(ragged23, tree):
-    replays, results = ragged23
-    report, _ = results[tree]
-    print(json.dumps(report))
-    assert len(report) == SETUPS
+@pytest.fixture(scope="module")
+def ragged23_fp8(trees_of, device, request):
+    """The same with an FP8 KV cache, on both trees."""
+    trees23 = trees_of("v0.5.23")
+    cpu = device == "cpu"
+    replays = FP8_CPU_REPLAYS if cpu else request.config.getoption("--graph-replays")
+    flags = ("--kv-dtype", "float8_e4m3fn", *(FP8_CPU if cpu else ()))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            name: pool.submit(_run, path, device, replays, *flags) for name, path in trees23.items()
+        }
+        results = {name: future.result() for name, future in futures.items()}
+    return replays, results, 1 if cpu else SETUPS
+
+
+def _equals_reference(report, replays: int, setups: int) -> None:
+    assert len(report) == setups
     for r in report:
         assert r["eager"] == EAGER_PATHS * max(4, replays // 4)
         assert r["graph"] == replays
@@ -60,6 +84,51 @@ def test_ragged_verify_equals_reference(ragged23, tree):
     # The zero check ran on both paths (layouts that leave rows uncovered).
     for path in ("eager", "graph"):
         assert sum(r["zero_rows"][path] for r in report) > 0, path
+
+
+def _same_outputs(base, patched) -> None:
+    compared = 0
+    for setup_b, setup_p in zip(base, patched, strict=True):
+        for call_b, call_p in zip(setup_b, setup_p, strict=True):
+            for out_b, out_p in zip(call_b, call_p, strict=True):
+                assert out_b.shape == out_p.shape
+                assert np.array_equal(out_b, out_p)
+                compared += 1
+    assert compared
+
+
+@pytest.mark.parametrize("tree", ["base", "patched"])
+def test_ragged_verify_equals_reference(ragged23, tree):
+    replays, results = ragged23
+    report, _ = results[tree]
+    print(json.dumps(report))
+    _equals_reference(report, replays, SETUPS)
+
+
+@pytest.mark.parametrize("tree", ["base", "patched"])
+def test_fp8_ragged_verify_equals_reference(ragged23_fp8, tree):
+    """FP8 KV: the live rows equal the reference on the FP8 KV and the padded
+    query cast to FP8 (the kernel asserted it got FP8; bf16 output of a
+    float64 reference, as above), uncovered rows zero, on both trees."""
+    replays, results, setups = ragged23_fp8
+    report, _ = results[tree]
+    print(json.dumps(report))
+    _equals_reference(report, replays, setups)
+
+
+@pytest.mark.parametrize("tree", ["base", "patched"])
+def test_fp8_ragged_verify_output_is_not_a_persistent_buffer(ragged23_fp8, tree):
+    """FP8 KV: no output lies in a tensor the backend holds, on either tree
+    (v0.5.23's FP8 ``unpad_output_buffer`` is copied by ``.to(bf16)``)."""
+    _, results, _ = ragged23_fp8
+    for r in results[tree][0]:
+        assert all(r["outputs"].values()), r
+        assert r["persistent"] == {"eager_no_graph_state": 0, "eager_graph_state": 0, "graph": 0}
+
+
+def test_fp8_ragged_verify_outputs_match_base(ragged23_fp8):
+    _, results, _ = ragged23_fp8
+    _same_outputs(results["base"][1], results["patched"][1])
 
 
 @pytest.mark.parametrize(
@@ -93,12 +162,4 @@ def test_base_outputs_lie_in_the_unpad_buffer(ragged23):
 
 def test_ragged_verify_outputs_match_base(ragged23):
     _, results = ragged23
-    base, patched = results["base"][1], results["patched"][1]
-    compared = 0
-    for setup_b, setup_p in zip(base, patched, strict=True):
-        for call_b, call_p in zip(setup_b, setup_p, strict=True):
-            for out_b, out_p in zip(call_b, call_p, strict=True):
-                assert out_b.shape == out_p.shape
-                assert np.array_equal(out_b, out_p)
-                compared += 1
-    assert compared
+    _same_outputs(results["base"][1], results["patched"][1])

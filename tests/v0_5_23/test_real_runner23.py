@@ -34,7 +34,10 @@ the two graphs (v0.5.23: plain decode's first graph is wrong, a strict
 xfail; the series fixes it; ``tests/backend/test_double_capture.py``
 checks the same at the metadata the graphs read);
 ``--enable-torch-compile`` (CUDA only: one dynamo graph per compiled size,
-no graph break).
+no graph break); an FP8 KV cache (``--kv-cache-dtype fp8_e4m3``: the layers
+pass q_nope / q_rope and k / k_rope, the backends quantize, the kernel
+asserts its query and KV are FP8, and the reference reads the same FP8 KV
+and the query cast to FP8: equal inputs, so the float64 bound holds).
 """
 
 from __future__ import annotations
@@ -73,9 +76,14 @@ CASES = {
     ("double_capture", "replay"): ("cuda",),  # "lora" and "nolora" graphs per size
     ("double_capture", "frozen"): ("cpu",),
     ("compile", "replay"): ("cuda",),  # --enable-torch-compile (inductor needs CUDA)
+    # --kv-cache-dtype fp8_e4m3. Nothing FP8 tells the trees apart, so on CPU
+    # it runs frozen, where both must pass (replay's base half fails on the
+    # eager re-run, EAGER_RERUN, before FP8 matters).
+    ("fp8", "replay"): ("cuda",),
+    ("fp8", "frozen"): ("cpu",),
 }
 STEP_LAYERS = {"EAGLEDraftCudaGraphRunner": (1, 4)}  # --variant steps: 2 and 5 steps
-SETUPS = {"default": 2, "steps": 2, "double_capture": 1, "compile": 1}
+SETUPS = {"default": 2, "steps": 2, "double_capture": 1, "compile": 1, "fp8": 1}
 NOLORA = "DecodeCudaGraphRunner (decode)"  # the runner 0001's bug shows in
 DOUBLE_CAPTURE = (
     "v0.5.23: a size captured twice (record_nolora_graph) keeps only the second"
