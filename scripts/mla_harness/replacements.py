@@ -637,9 +637,10 @@ def eager_graph_backend(freeze: tuple = ()):
 @contextlib.contextmanager
 def absorb_q_concat(use_cuda: bool):
     """Replacement 21 (CUDA only, where the JIT module does not build): the
-    absorbed-query concat of ``concat_mla_absorb_q_general`` as ``torch.cat``."""
+    absorbed-query concat of ``concat_mla_absorb_q_general`` as ``torch.cat``.
+    Yields which concat runs: "jit", "torch.cat", or None off CUDA."""
     if not use_cuda:
-        yield
+        yield None
         return
     import torch
     from sglang.kernels.ops.attention import concat_mla, utils
@@ -655,7 +656,7 @@ def absorb_q_concat(use_cuda: bool):
             file=sys.stderr,
         )
     else:
-        yield
+        yield "jit"
         return
 
     def concat(a, b):
@@ -664,6 +665,6 @@ def absorb_q_concat(use_cuda: bool):
     real = utils.concat_mla_absorb_q
     utils.concat_mla_absorb_q = concat
     try:
-        yield
+        yield "torch.cat"
     finally:
         utils.concat_mla_absorb_q = real

@@ -533,11 +533,14 @@ class RunnerCheck:
         self.fp8 = kv_dtype == torch.float8_e4m3fn
         self.setup, self.device = setup, device
         self.check = Check(setup, device=device, seed=seed)
+        self.concat = None  # FP8 on CUDA: the query concat that ran (replacement 21)
         if self.fp8:
             # The pool holds FP8 (forward_extend asserts it: trtllm_mla_backend.py
             # 1541, base 1629); the reference reads the same rounded values.
             self.check.kv_cache = self.check.kv_cache.to(kv_dtype)
-            stack.enter_context(replacements.absorb_q_concat(device.startswith("cuda")))
+            self.concat = stack.enter_context(
+                replacements.absorb_q_concat(device.startswith("cuda"))
+            )
         self.backends = self.check.backends
         self.heads = setup.model.q_heads
         page = setup.page_size
@@ -671,6 +674,7 @@ class RunnerCheck:
                     "graphs": st["graphs"],  # replays per LoRA variant ("": one graph per size)
                     "graph_err": st["graph_err"],  # the worst error per variant
                     "dynamo": r.dynamo,
+                    "concat": self.concat,
                     # CPU: re-runs whose storages were the capture's (replacement 16)
                     "addresses_checked": getattr(r.runner.backend, "eager_checked", 0),
                     "orders_checked": r.orders_checked,

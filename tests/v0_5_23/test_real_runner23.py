@@ -156,6 +156,8 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
         # The decode runners' two graphs per size, each replayed.
         labels = ("lora", "nolora") if variant == "double_capture" and decode else ("",)
         assert sorted(r["graphs"]) == sorted(labels) and min(r["graphs"].values()) > 0, r
+        if variant == "fp8" and device == "cuda":  # which query concat ran (replacement 21)
+            assert r["concat"] in ("jit", "torch.cat"), r
         if variant == "compile" and decode:  # one dynamo graph per compiled size, unbroken
             assert r["dynamo"]["compile_bs"], r
             assert r["dynamo"]["graphs"] == len(r["dynamo"]["compile_bs"]), r
