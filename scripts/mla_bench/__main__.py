@@ -83,8 +83,8 @@ def hidden_line(runs: dict) -> str:
 
 def runner_cpus() -> frozenset:
     """The CPUs every ``--runners`` process is pinned to, the same for both
-    trees: the last two this process may run on (unpinned, one process's host
-    µs were up to 2.5x another's: H200, 2026-12-01, 4 rounds)."""
+    trees: the last two this process may run on. (Processes still spread: up
+    to 2x pinned, 2.5x unpinned; H200, 2026-12-01.)"""
     return frozenset(sorted(os.sched_getaffinity(0))[-2:])
 
 

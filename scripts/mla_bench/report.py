@@ -447,14 +447,19 @@ def _span(part: dict) -> str:
 
 
 def _share(xs: list) -> str:
-    return f"{statistics.median(xs):.0%} ({min(xs):.0%}-{max(xs):.0%})"
+    return f"{statistics.median(xs):.1%} ({min(xs):.1%}-{max(xs):.1%})"
+
+
+def _outside(row: dict) -> list:
+    """Per round: ``execute`` less its metadata call (the medians' difference)."""
+    return [r["execute"] - r["metadata"] for r in row["rounds"]]
 
 
 def runner_iterations(joined: dict) -> dict:
     """Per (setup, bs) both trees measured every runner of an EAGLE
     iteration at (draft, verify alone, draft extend: not plain decode, not
-    verify after ``load_batch``): per tree, each round's sums of ``execute``
-    and of its metadata call over those runners, and their launches."""
+    verify after ``load_batch``): per tree, each round's sums over those
+    runners of every part (``RUNNER_PARTS``), and their launches."""
     base, patched = joined["base"], joined["patched"]
     out = {}
     for k in sorted(base):
@@ -463,9 +468,9 @@ def runner_iterations(joined: dict) -> dict:
         it = out.setdefault((k[0], k[2]), {"runners": 0})
         it["runners"] += 1
         for tree, row in (("base", base[k]), ("patched", patched[k])):
-            t = it.setdefault(tree, {"launches": 0, "execute": None, "metadata": None})
+            t = it.setdefault(tree, {"launches": 0, **dict.fromkeys(RUNNER_PARTS)})
             t["launches"] += row["launches"]
-            for part in ("execute", "metadata"):
+            for part in RUNNER_PARTS:
                 per_round = [r[part] for r in row["rounds"]]
                 t[part] = (
                     per_round
@@ -477,26 +482,28 @@ def runner_iterations(joined: dict) -> dict:
 
 def runner_markdown(times: dict, cpus: list) -> str:
     """``--runners``: per real runner and captured size, the launches of one
-    ``execute`` and its host µs, whole and in the out-of-graph metadata call
-    (each the median over the rounds of each process's median, with the
-    rounds' range), base vs patched; then per setup and size the EAGLE
-    iteration (``runner_iterations``): the share of the base's ``execute``
-    time its metadata calls take, and the share the series removes (per base
-    process: its calls less the patched processes' median calls, over its
-    own ``execute``; the median and range over the base's processes). A
-    share, unlike two processes' µs, is measured inside one process."""
+    ``execute`` and its host µs, whole and by part (the metadata call, the
+    graph launch, the rest), each the median over the rounds of each
+    process's median (whole ``execute``: with the rounds' range), base vs
+    patched; then per setup and size the EAGLE iteration's sums
+    (``runner_iterations``), with the share of each process's ``execute``
+    its metadata calls take (measured inside one process, unlike a
+    difference between two processes' times)."""
     joined = runner_rounds(times)
     base, patched = joined["base"], joined["patched"]
     rounds = len(times["base"])
+    med = statistics.median
+    pair = lambda b, p: f"{_fmt(b)} / {_fmt(p)}"  # noqa: E731
     lines = [
         "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
         "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
         "each call; one attention layer per forward; runner_check's own setups, not the "
         f"sizes above): {rounds} processes per tree, base and patched alternating, each "
-        f"pinned to CPUs {', '.join(map(str, cpus))}; the "
-        'median of the processes\' medians (their range); "metadata call": the part of '
-        "the same execute calls spent in the backend's init_forward_metadata_out_graph; "
-        "launches: the host launches of one execute (exact; the graph replay is one):",
+        f"pinned to CPUs {', '.join(map(str, cpus))}; the median of the processes' medians "
+        '(execute: their range); inside the same execute calls, "metadata call": the '
+        "backend's init_forward_metadata_out_graph, \"graph launch\": the graph backend's "
+        'replay, "outside the call": execute less the metadata call; launches: the '
+        "host launches of one execute (exact; the graph replay is one):",
         "",
         _row(
             "setup",
@@ -505,9 +512,9 @@ def runner_markdown(times: dict, cpus: list) -> str:
             "path",
             "launches",
             "execute µs base",
-            "metadata call base",
             "execute µs patched",
-            "metadata call patched",
+            "metadata call base / patched",
+            "graph launch base / patched",
             "outside the call base / patched",
         ),
         "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|",
@@ -516,56 +523,92 @@ def runner_markdown(times: dict, cpus: list) -> str:
         if k not in patched:
             continue
         b, p = base[k], patched[k]
-        outside = [_fmt(t["execute"]["median"] - t["metadata"]["median"]) for t in (b, p)]
         lines.append(
             _row(
                 *k,
                 f"{b['launches']} -> {p['launches']}",
                 _span(b["execute"]),
-                _span(b["metadata"]),
                 _span(p["execute"]),
-                _span(p["metadata"]),
-                " / ".join(outside),
+                pair(b["metadata"]["median"], p["metadata"]["median"]),
+                pair(b["graph"]["median"], p["graph"]["median"]),
+                pair(med(_outside(b)), med(_outside(p))),
             )
         )
     lines += [
         "",
         "EAGLE iteration (draft + verify + draft extend execute; verify's metadata call is "
         "inside its execute here, in load_batch when planned ahead), per setup and size: "
-        "the sums' medians over the processes; the shares per base process (median, range):",
+        "each process's sums, their median (range); \"share\": the metadata calls' part of "
+        'the same process\'s execute; "change": of the execute medians, between processes:',
         "",
         _row(
             "setup",
             "bs",
             "launches",
             "execute µs base",
-            "metadata calls base",
-            "their share",
             "execute µs patched",
-            "metadata calls patched",
-            "share removed",
+            "change",
+            "metadata calls base (share)",
+            "metadata calls patched (share)",
+            "graph launches base / patched",
+            "outside the calls base / patched",
         ),
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (setup, bs), it in runner_iterations(joined).items():
         b, p = it["base"], it["patched"]
-        med = statistics.median
-        patched_calls = med(p["metadata"])
-        held = [m / e for m, e in zip(b["metadata"], b["execute"], strict=True)]
-        removed = [
-            (m - patched_calls) / e for m, e in zip(b["metadata"], b["execute"], strict=True)
-        ]
+        span = lambda xs: f"{_fmt(med(xs))} ({_fmt(min(xs))}-{_fmt(max(xs))})"  # noqa: E731
+        held = {
+            t: [m / e for m, e in zip(it[t]["metadata"], it[t]["execute"], strict=True)]
+            for t in ("base", "patched")
+        }
+        outside = {
+            t: [e - m for m, e in zip(it[t]["metadata"], it[t]["execute"], strict=True)]
+            for t in ("base", "patched")
+        }
         lines.append(
             _row(
                 setup,
                 bs,
                 f"{b['launches']} -> {p['launches']}",
-                _fmt(med(b["execute"])),
-                _fmt(med(b["metadata"])),
-                _share(held),
-                _fmt(med(p["execute"])),
-                _fmt(patched_calls),
-                _share(removed),
+                span(b["execute"]),
+                span(p["execute"]),
+                f"{med(p['execute']) / med(b['execute']) - 1:+.1%}",
+                f"{span(b['metadata'])}; {_share(held['base'])}",
+                f"{span(p['metadata'])}; {_share(held['patched'])}",
+                pair(med(b["graph"]), med(p["graph"])),
+                pair(med(outside["base"]), med(outside["patched"])),
             )
         )
     return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """``python -m mla_bench.report RECORD.json``: the ``--runners`` tables of
+    a saved run (its ``runners`` and ``runner_cpus``), as this report renders
+    them."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from sglpatch.errors import UserError
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("record", type=Path, help="a bench JSON record with --runners")
+    args = parser.parse_args(argv)
+    try:
+        record = json.loads(args.record.read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"{args.record}: not a readable bench record ({error})") from None
+    if not isinstance(record, dict) or not record.get("runners"):
+        raise UserError(f"{args.record}: no --runners measurements in this record")
+    print(runner_markdown(record["runners"], record.get("runner_cpus") or []))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    from mla_harness import child
+
+    sys.exit(child.report_errors("mla_bench.report", main))

@@ -4,10 +4,12 @@ what each device's tables show and leave out; sizes; the chart's axis."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
 from mla_bench import report
+from sglpatch.errors import UserError
 
 
 def _figures(host_us, launches, gpu=False):
@@ -190,31 +192,52 @@ def _runner_row(runner, path, us, metadata, launches):
     }
 
 
+RUNNER_TIMES = {  # three processes per tree, each running at its own speed
+    "base": [_runner_rows(s, 30) for s in (1.0, 3.0, 0.9)],
+    "patched": [_runner_rows(s, 20, metadata=(1, 1, 1, 1)) for s in (0.5, 0.4, 2.0)],
+}
+
+
 def test_runner_table_sums_the_iteration_without_plain_decode_or_preplanned_verify():
-    # Three processes per tree, each running at its own speed: the table shows
-    # the median of the processes' medians and their range; launches are the
-    # same in every round; the shares are each base process's own.
-    text = report.runner_markdown(
-        {
-            "base": [_runner_rows(s, 30) for s in (1.0, 3.0, 0.9)],
-            "patched": [_runner_rows(s, 20, metadata=(1, 1, 1, 1)) for s in (0.5, 0.4, 2.0)],
-        },
-        [14, 15],
-    )
+    # The table shows the median of the processes' medians (execute: with
+    # their range); launches are the same in every round; the shares are
+    # each process's own.
+    text = report.runner_markdown(RUNNER_TIMES, [14, 15])
     assert "pinned to CPUs 14, 15" in text
-    # base: 100 + 60 + 40 = 200 µs, of it 50 + 30 + 20 = 100 in the metadata
-    # calls (half, in every process); patched: 3 µs at scale 0.5 (the median).
-    # Removed per base process: (100 s - 1.5) / 200 s = 49.2%, 49.8%, 49.2%.
-    assert (
-        "| 0 | 2 | 90 -> 60 | 200.0 | 100.0 | 50% (50%-50%) | 100.0 | 1.5 | 49% (49%-50%) |" in text
+    # Iteration, per process: base execute 200 s (100 + 60 + 40; plain decode's
+    # 1000 left out), of it 100 s in the metadata calls (50 + 30 + 20: half);
+    # patched execute 200 s, calls 3 s (1.5%); graph launches 20 s; outside
+    # the calls 100 s and 197 s; medians over s = (1, 3, 0.9) and (0.5, 0.4, 2).
+    iteration = (
+        "| 0 | 2 | 90 -> 60 | 200.0 (180.0-600.0) | 100.0 (80.0-400.0) | -50.0% "
+        "| 100.0 (90.0-300.0); 50.0% (50.0%-50.0%) | 1.5 (1.2-6.0); 1.5% (1.5%-1.5%) "
+        "| 20.0 / 10.0 | 100.0 / 98.5 |"
     )
-    preplanned = "| 2 | load_batch, execute | 30 -> 20 | 5000.0 (5000.0-5000.0) | 0.0 (0.0-0.0) |"
-    assert f"| 0 | DecodeCudaGraphRunner (target verify) {preplanned}" in text
-    # the draft's row: execute and its metadata call per tree; outside it 50 / 49.5
-    assert (
-        "| 100.0 (90.0-300.0) | 50.0 (45.0-150.0) | 50.0 (40.0-200.0) | 0.5 (0.4-2.0) "
-        "| 50.0 / 49.5 |" in text
+    assert iteration in text
+    preplanned = (
+        "| 0 | DecodeCudaGraphRunner (target verify) | 2 | load_batch, execute | 30 -> 20 "
+        "| 5000.0 (5000.0-5000.0) | 5000.0 (5000.0-5000.0) | 0.0 / 0.0 | 500.0 / 500.0 "
+        "| 5000.0 / 5000.0 |"
     )
+    assert preplanned in text
+    draft = (
+        "| 0 | EAGLEDraftCudaGraphRunner | 2 | execute | 30 -> 20 | 100.0 (90.0-300.0) "
+        "| 50.0 (40.0-200.0) | 50.0 / 0.5 | 10.0 / 5.0 | 50.0 / 49.5 |"
+    )
+    assert draft in text
+
+
+def test_runner_tables_render_from_a_saved_record(tmp_path, capsys):
+    record = tmp_path / "bench.json"
+    record.write_text(json.dumps({"runners": RUNNER_TIMES, "runner_cpus": [14, 15]}))
+    assert report.main([str(record)]) == 0
+    assert capsys.readouterr().out.strip() == report.runner_markdown(RUNNER_TIMES, [14, 15])
+    record.write_text(json.dumps({"runners": {}}))
+    with pytest.raises(UserError, match="no --runners measurements"):
+        report.main([str(record)])
+    record.write_text("{")
+    with pytest.raises(UserError, match="not a readable bench record"):
+        report.main([str(record)])
 
 
 def test_runner_rounds_refuse_launch_counts_that_differ():
