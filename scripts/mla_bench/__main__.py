@@ -83,8 +83,9 @@ def hidden_line(runs: dict) -> str:
 
 def runner_cpus() -> frozenset:
     """The CPUs every ``--runners`` process is pinned to, the same for both
-    trees: the last two this process may run on. (Processes still spread: up
-    to 2x pinned, 2.5x unpinned; H200, 2026-12-01.)"""
+    trees: the last two this process may run on. Pinned, the processes still
+    spread (a runner row's process medians up to 3.3x apart, H200, 2026-12-01):
+    the report's shares are measured inside each process."""
     return frozenset(sorted(os.sched_getaffinity(0))[-2:])
 
 

@@ -557,8 +557,9 @@ class RunnerCheck:
                 # What the kernel receives must be FP8: the query the backend
                 # quantized, and the pool's pages. Read as they are: the scales
                 # (bmm1_scale, from k_scale, 1.0 for a layer without
-                # k_scale_float, trtllm_mla_backend.py:855-866) are computed
-                # inside _run_decode_kernel, which this replaces (932).
+                # k_scale_float, trtllm_mla_backend.py:855-866 in the patched
+                # tree, 955-966 in v0.5.23's) are computed inside
+                # _run_decode_kernel, which this replaces (932; 1032).
                 assert query.dtype == torch.float8_e4m3fn, query.dtype
                 assert kv.dtype == torch.float8_e4m3fn, kv.dtype
             return paged_mla_decode(query, kv, block_tables, kv_lens, page).contiguous()
@@ -855,9 +856,9 @@ class Variant:
     # (``save_kv_cache=False``): a DeepSeek layer passes both
     # (``models/deepseek_common/attention_forward_methods/forward_mla.py`` 724,
     # 978-986), so a server's decode and verify take the rope-and-quantize
-    # or fused-write branch instead (trtllm_mla_backend.py:1148-1166,
-    # 1357-1375), which the metadata does not reach; draft extend's merge and
-    # cast are a server's. The kernel
+    # branch instead (trtllm_mla_backend.py:1166, 1375, patched tree; it needs
+    # FlashInfer's rope), which the metadata does not reach; draft extend's
+    # merge and cast are a server's. The kernel
     # (replacement 7) asserts it receives FP8 query and KV. The reference
     # reads the same FP8 KV and the query rounded to FP8 by a plain cast, in
     # float64 as the consumer: equal inputs, so the tests' 1e-9 (rounding of

@@ -43,6 +43,7 @@ and the query cast to FP8: equal inputs, so the float64 bound holds).
 from __future__ import annotations
 
 import json
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -156,8 +157,8 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
         # The decode runners' two graphs per size, each replayed.
         labels = ("lora", "nolora") if variant == "double_capture" and decode else ("",)
         assert sorted(r["graphs"]) == sorted(labels) and min(r["graphs"].values()) > 0, r
-        if variant == "fp8" and device == "cuda":  # which query concat ran (replacement 21)
-            assert r["concat"] in ("jit", "torch.cat"), r
+        if variant == "fp8" and device == "cuda":  # the real JIT concat where it builds
+            assert r["concat"] == ("jit" if shutil.which("nvcc") else "torch.cat"), r
         if variant == "compile" and decode:  # one dynamo graph per compiled size, unbroken
             assert r["dynamo"]["compile_bs"], r
             assert r["dynamo"]["graphs"] == len(r["dynamo"]["compile_bs"]), r
