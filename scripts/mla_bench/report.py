@@ -416,43 +416,41 @@ RUNNER_PARTS = ("execute", "metadata", "buffers", "graph", "rest")  # runner_che
 
 def runner_rounds(times: dict) -> dict:
     """``--runners``' rounds joined: per tree and (setup, runner, bs, path),
-    each round's median µs of the whole ``execute`` and of each part of it
-    (``RUNNER_PARTS``: the out-of-graph metadata call, the buffer copies, the
-    graph launch, the rest; timed inside the same calls), the median over the
-    rounds with the rounds' lowest and highest, and the launches and
-    device-to-host reads of one ``execute`` (exact: every round must count
-    the same)."""
+    the list of the rounds' median µs of the whole ``execute`` and of each
+    part of it (``RUNNER_PARTS``: the out-of-graph metadata call, the buffer
+    copies, the graph launch, the rest; timed inside the same calls), and the
+    launches and device-to-host reads of one ``execute`` (exact: every round
+    must count the same)."""
     joined = {}
     for tree, rounds in times.items():
         rows = {}
         for report in rounds:
             for r in report:
                 key = (r["setup"], r["runner"], r["bs"], r["path"])
-                row = rows.setdefault(key, {"rounds": [], "counts": set()})
-                row["rounds"].append({part: r[f"{part}_us"] for part in RUNNER_PARTS})
+                row = rows.setdefault(key, {"counts": set(), **{p: [] for p in RUNNER_PARTS}})
+                for part in RUNNER_PARTS:
+                    row[part].append(r[f"{part}_us"])
                 row["counts"].add((r["launches"], r["syncs"]))
         for key, row in rows.items():
             if len(row["counts"]) != 1:
                 raise ValueError(f"{tree} {key}: launches differ between rounds: {row['counts']}")
             row["launches"], row["syncs"] = row["counts"].pop()
-            for part in RUNNER_PARTS:
-                us = [r[part] for r in row["rounds"]]
-                row[part] = {"median": statistics.median(us), "low": min(us), "high": max(us)}
         joined[tree] = rows
     return joined
 
 
-def _span(part: dict) -> str:
-    return f"{_fmt(part['median'])} ({_fmt(part['low'])}-{_fmt(part['high'])})"
+def _span(xs: list) -> str:
+    """The rounds' median (their range)."""
+    return f"{_fmt(statistics.median(xs))} ({_fmt(min(xs))}-{_fmt(max(xs))})"
 
 
 def _share(xs: list) -> str:
     return f"{statistics.median(xs):.1%} ({min(xs):.1%}-{max(xs):.1%})"
 
 
-def _outside(row: dict) -> list:
-    """Per round: ``execute`` less its metadata call (the medians' difference)."""
-    return [r["execute"] - r["metadata"] for r in row["rounds"]]
+def _minus(xs: list, ys: list) -> list:
+    """Round by round: ``xs`` less ``ys``."""
+    return [x - y for x, y in zip(xs, ys, strict=True)]
 
 
 def runner_iterations(joined: dict) -> dict:
@@ -468,15 +466,12 @@ def runner_iterations(joined: dict) -> dict:
         it = out.setdefault((k[0], k[2]), {"runners": 0})
         it["runners"] += 1
         for tree, row in (("base", base[k]), ("patched", patched[k])):
-            t = it.setdefault(tree, {"launches": 0, **dict.fromkeys(RUNNER_PARTS)})
+            t = it.setdefault(
+                tree, {"launches": 0, **{p: [0.0] * len(row[p]) for p in RUNNER_PARTS}}
+            )
             t["launches"] += row["launches"]
             for part in RUNNER_PARTS:
-                per_round = [r[part] for r in row["rounds"]]
-                t[part] = (
-                    per_round
-                    if t[part] is None
-                    else [a + b for a, b in zip(t[part], per_round, strict=True)]
-                )
+                t[part] = [x + y for x, y in zip(t[part], row[part], strict=True)]
     return {key: it for key, it in out.items() if it["runners"] == 3}
 
 
@@ -529,9 +524,9 @@ def runner_markdown(times: dict, cpus: list) -> str:
                 f"{b['launches']} -> {p['launches']}",
                 _span(b["execute"]),
                 _span(p["execute"]),
-                pair(b["metadata"]["median"], p["metadata"]["median"]),
-                pair(b["graph"]["median"], p["graph"]["median"]),
-                pair(med(_outside(b)), med(_outside(p))),
+                pair(med(b["metadata"]), med(p["metadata"])),
+                pair(med(b["graph"]), med(p["graph"])),
+                pair(*(med(_minus(t["execute"], t["metadata"])) for t in (b, p))),
             )
         )
     lines += [
@@ -557,27 +552,19 @@ def runner_markdown(times: dict, cpus: list) -> str:
     ]
     for (setup, bs), it in runner_iterations(joined).items():
         b, p = it["base"], it["patched"]
-        span = lambda xs: f"{_fmt(med(xs))} ({_fmt(min(xs))}-{_fmt(max(xs))})"  # noqa: E731
-        held = {
-            t: [m / e for m, e in zip(it[t]["metadata"], it[t]["execute"], strict=True)]
-            for t in ("base", "patched")
-        }
-        outside = {
-            t: [e - m for m, e in zip(it[t]["metadata"], it[t]["execute"], strict=True)]
-            for t in ("base", "patched")
-        }
+        held = [[m / e for m, e in zip(t["metadata"], t["execute"], strict=True)] for t in (b, p)]
         lines.append(
             _row(
                 setup,
                 bs,
                 f"{b['launches']} -> {p['launches']}",
-                span(b["execute"]),
-                span(p["execute"]),
+                _span(b["execute"]),
+                _span(p["execute"]),
                 f"{med(p['execute']) / med(b['execute']) - 1:+.1%}",
-                f"{span(b['metadata'])}; {_share(held['base'])}",
-                f"{span(p['metadata'])}; {_share(held['patched'])}",
+                f"{_span(b['metadata'])}; {_share(held[0])}",
+                f"{_span(p['metadata'])}; {_share(held[1])}",
                 pair(med(b["graph"]), med(p["graph"])),
-                pair(med(outside["base"]), med(outside["patched"])),
+                pair(*(med(_minus(t["execute"], t["metadata"])) for t in (b, p))),
             )
         )
     return "\n".join(lines)
