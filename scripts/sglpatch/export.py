@@ -262,7 +262,7 @@ def check_patches(layout: Layout) -> None:
     described = prdesc.problems(layout.patches)
     if described:
         raise CheckFailed(
-            f"{layout.patches / prdesc.FILE_NAME} does not describe the series", described
+            f"{layout.patches / prdesc.DIRECTORY} does not describe the series", described
         )
     note(f"{layout.patches} matches a fresh export of {layout.sglang}")
 

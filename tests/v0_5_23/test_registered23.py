@@ -1,13 +1,13 @@
-"""The series' upstream test file, run on both v0.5.23 trees.
+"""The series' upstream test files, run on both v0.5.23 trees.
 
-patches/v0.5.23 0007 adds ``test/registered/attention/unittests/mla/
-test_trtllm_mla_cuda_graph_metadata.py`` to SGLang; ``make apply`` puts it in
-the patched tree (``build/v0.5.23/sglang``). Each tree runs it once, in a
-child pytest with that tree first on the path and the harness's replacements
-installed first (``registered_env23``, a ``-p`` plugin); the case groups below
-are then read off the child's report. The patched tree must pass every group.
-On v0.5.23 as released the groups that check what the series changes must
-fail (strict xfail: a group passing on base fails this test); the
+The series adds two upstream test files to SGLang (``FILES``); ``make apply``
+puts them in the patched tree (``build/v0.5.23/sglang``). Each tree runs each
+file once, in a child pytest with that tree first on the path and the
+harness's replacements installed first (``registered_env23``, a ``-p``
+plugin); the case groups below are then read off the child's report, each
+named after the patch whose case it is. The patched tree must pass every
+group. On v0.5.23 as released the groups that check what the series changes
+must fail (strict xfail: a group passing on base fails this test); the
 default-argument kernel parity, which the series must not change, passes on
 both.
 """
@@ -27,25 +27,47 @@ import pytest
 TREES = ("base", "patched")
 
 ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM_PATH = "test/registered/attention/unittests/mla/test_trtllm_mla_cuda_graph_metadata.py"
 PLUGIN_DIR = Path(__file__).resolve().parent  # registered_env23.py
 SCRIPTS = ROOT / "scripts"
 TIMEOUT_S = 900
 
-# group -> (the upstream test methods in it, whether it passes on base, GPU only)
+# key -> the upstream file, relative to the patched tree's repository root
+FILES = {
+    "metadata": "test/registered/attention/test_trtllm_mla_cuda_graph_metadata.py",
+    "dp_padding": "test/registered/unit/model_executor/test_spec_dp_padding.py",
+}
+# group -> (file key, its test methods, whether it passes on base, GPU only)
 GROUPS = {
-    "kernel_default_arguments": (("test_default_arguments",), True, False),
-    "kernel_kv_lens_out": (("test_kv_lens_out_and_offset",), False, False),
-    "kernel_large_default_arguments": (("test_large_default_arguments",), True, True),
-    "kernel_large_kv_lens_out": (("test_large_kv_lens_out_and_offset",), False, True),
-    "graph_metadata": (("test_graph_metadata",), False, False),
-    "fix_0001_double_capture": (("test_batch_size_captured_twice_reads_the_replay",), False, False),
-    "fix_0002_replayed_size": (("test_replay_call_selects_replayed_size_metadata",), False, False),
-    "fix_0003_dp_padded_extend": (("test_dp_padded_draft_extend_query_layout",), False, False),
-    "fix_0004_fp4_rows": (("test_fp4_ragged_verify_output_has_every_row",), False, True),
-    "fix_0003_uneven_extend": (("test_uneven_draft_extend_query_layout",), False, False),
-    "fix_0004_unpad_bound": (("test_unpad_output_bounded_by_output_rows",), False, False),
-    "fix_0005_step_guard": (("test_later_draft_step_has_no_graph_state",), False, False),
+    "0001_double_capture": (
+        "metadata", ("test_batch_size_captured_twice_reads_the_replay",), False, False
+    ),
+    "0002_replayed_size": (
+        "metadata", ("test_replay_call_selects_replayed_size_metadata",), False, False
+    ),
+    "0003_dp_padding": ("dp_padding", ("test_padding_adds_whole_requests",), False, False),
+    "0004_fp4_query": (
+        "metadata", ("test_fp4_cache_query_in_the_dtype_the_kernel_reads",), False, False
+    ),
+    "0004_fp4_graph_rows": (
+        "metadata", ("test_fp4_graph_state_has_a_row_for_every_token",), False, True
+    ),
+    "0005_own_output": (
+        "metadata", ("test_ragged_verify_output_is_its_own_tensor",), False, False
+    ),
+    "0006_shared_metadata": ("metadata", ("test_draft_steps_share_one_metadata",), False, False),
+    "0006_no_parent_state": (
+        "metadata", ("test_init_cuda_graph_state_allocates_no_parent_state",), False, False
+    ),
+    "0006_step_guard": ("metadata", ("test_later_draft_step_has_no_graph_state",), False, False),
+    "0007_kernel_default_arguments": ("metadata", ("test_default_arguments",), True, False),
+    "0007_kernel_kv_lens_out": ("metadata", ("test_kv_lens_out_and_offset",), False, False),
+    "0007_kernel_large_default_arguments": (
+        "metadata", ("test_large_default_arguments",), True, True
+    ),
+    "0007_kernel_large_kv_lens_out": (
+        "metadata", ("test_large_kv_lens_out_and_offset",), False, True
+    ),
+    "0007_graph_metadata": ("metadata", ("test_graph_metadata",), False, False),
 }
 # "-rA" summary lines: PASSED / FAILED / ERROR / SUBPASSED(...) / SUBFAILED(...) ::Class::method
 _LINE = re.compile(r"^(SUB)?(PASSED|FAILED|ERROR)(\([^)]*\))? \S*::(\w+)::(\w+)")
@@ -79,22 +101,31 @@ def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def registered23(trees_of, device, tmp_path_factory) -> dict:
-    """Both trees' child runs, concurrently."""
+    """Every (tree, file) child run, concurrently: {tree: {file key: run}}."""
     trees23 = trees_of("v0.5.23")
-    # The patched tree's copy (its python/ root's parent is the repository's root).
-    upstream_file = trees23["patched"].parent / UPSTREAM_PATH
-    if not upstream_file.is_file():
-        pytest.fail(f"upstream test file missing: {upstream_file} (make apply BASE=v0.5.23)")
+    # The patched tree's copies (its python/ root's parent is the repository's root).
+    files = {key: trees23["patched"].parent / path for key, path in FILES.items()}
+    missing = [str(f) for f in files.values() if not f.is_file()]
+    if missing:
+        pytest.fail(f"upstream test file missing: {', '.join(missing)} (make apply BASE=v0.5.23)")
     base = tmp_path_factory.mktemp("registered23")
+    jobs = [(tree, key) for tree in TREES for key in files]
     with ThreadPoolExecutor(len(TREES)) as pool:
         futures = {
-            name: pool.submit(_run_child, trees23[name], upstream_file, device, base / name)
-            for name in TREES
+            (tree, key): pool.submit(
+                _run_child, trees23[tree], files[key], device, base / f"{tree}-{key}"
+            )
+            for tree, key in jobs
         }
-        return {name: f.result() for name, f in futures.items()}
+        runs = {tree: {} for tree in TREES}
+        for (tree, key), future in futures.items():
+            runs[tree][key] = future.result()
+        return runs
 
 
-def _group_passed(run: dict, methods) -> tuple[bool, str]:
+def _group_passed(runs: dict, group: str) -> tuple[bool, str]:
+    key, methods, _, _ = GROUPS[group]
+    run = runs[key]
     seen = [run["outcomes"].get(m) for m in methods]
     if any(s is None for s in seen):
         return False, f"no outcome reported for {methods}:\n{run['log']}"
@@ -103,20 +134,21 @@ def _group_passed(run: dict, methods) -> tuple[bool, str]:
 
 
 def _skip_gpu_only(group: str, device: str) -> None:
-    if GROUPS[group][2] and device != "cuda":
+    if GROUPS[group][3] and device != "cuda":
         pytest.skip("GPU-only group (the upstream file skips it without CUDA)")
 
 
-def test_patched_runs_clean(registered23):
-    """The child run on the patched tree exits 0 (every case, incl. collection)."""
-    run = registered23["patched"]
+@pytest.mark.parametrize("key", sorted(FILES))
+def test_patched_runs_clean(registered23, key):
+    """The child run of each file on the patched tree exits 0 (every case, incl. collection)."""
+    run = registered23["patched"][key]
     assert run["rc"] == 0, run["log"]
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_patched_group(registered23, device, group):
     _skip_gpu_only(group, device)
-    ok, why = _group_passed(registered23["patched"], GROUPS[group][0])
+    ok, why = _group_passed(registered23["patched"], group)
     assert ok, why
 
 
@@ -129,17 +161,17 @@ def test_patched_group(registered23, device, group):
             if on_base
             else pytest.mark.xfail(strict=True, reason="behaviour the series adds"),
         )
-        for name, (_, on_base, _) in sorted(GROUPS.items())
+        for name, (_, _, on_base, _) in sorted(GROUPS.items())
     ],
 )
 def test_base_group(registered23, device, group):
     _skip_gpu_only(group, device)
-    ok, why = _group_passed(registered23["base"], GROUPS[group][0])
+    ok, why = _group_passed(registered23["base"], group)
     assert ok, why
 
 
 def test_report(registered23, device):
     """One line per tree in the output (-rA shows it): the child's time."""
     for name in TREES:
-        run = registered23[name]
-        print(f"{name}: rc {run['rc']}, {run['seconds']:.0f} s on {device}")
+        for key, run in sorted(registered23[name].items()):
+            print(f"{name} {key}: rc {run['rc']}, {run['seconds']:.0f} s on {device}")
