@@ -291,3 +291,26 @@ def test_pyversion_is_python2_syntax():
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.startswith("sglpatch: error: needs Python 3.11+"), proc.stderr
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("name", ["build", ".venv", ".whl", ".gl"])
+def test_an_ignored_folder_that_is_a_symlink_stays_ignored(tmp_path: Path, name: str):
+    """build/ (or .venv) may be a symlink to a folder elsewhere: git status must not
+    list it (a pattern ending in / matched folders only, so `git add -A` committed
+    the link)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shutil.copyfile(ROOT / ".gitignore", repo / ".gitignore")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "file").write_text("x\n")
+    (repo / name).symlink_to(tmp_path / "elsewhere")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert status.splitlines() == ["?? .gitignore"]
