@@ -50,13 +50,19 @@ USER_VARIABLES = re.compile(
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Path:
     """A folder with the Makefile and the tool, where a stray `touch x` would land."""
-    (tmp_path / "Makefile").write_bytes((ROOT / "Makefile").read_bytes())
-    (tmp_path / "scripts").symlink_to(ROOT / "scripts")
-    (tmp_path / "patches").mkdir()
-    shutil.copyfile(PIN.path, tmp_path / "patches" / "base.toml")
-    (tmp_path / "ci").mkdir()
-    shutil.copyfile(ROOT / "ci" / "requirements.txt", tmp_path / "ci" / "requirements.txt")
-    return tmp_path
+    return _sandbox_at(tmp_path)
+
+
+def _sandbox_at(folder: Path) -> Path:
+    """``folder`` with the Makefile, the tool, a pin and ci/requirements.txt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Makefile").write_bytes((ROOT / "Makefile").read_bytes())
+    (folder / "scripts").symlink_to(ROOT / "scripts")
+    (folder / "patches").mkdir()
+    shutil.copyfile(PIN.path, folder / "patches" / "base.toml")
+    (folder / "ci").mkdir()
+    shutil.copyfile(ROOT / "ci" / "requirements.txt", folder / "ci" / "requirements.txt")
+    return folder
 
 
 @pytest.mark.bad_input
@@ -314,3 +320,24 @@ def test_an_ignored_folder_that_is_a_symlink_stays_ignored(tmp_path: Path, name:
         check=True,
     ).stdout
     assert status.splitlines() == ["?? .gitignore"]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("how", ["in-the-folder", "make-C", "make-f"])
+def test_a_repository_path_with_a_space_is_refused_in_one_line(tmp_path: Path, how: str):
+    """A clone at "x y/p": make splits its path at the space (every target failed
+    with `cd: can't cd to ... y/p`); refused before any recipe, naming the path."""
+    repo = _sandbox_at(tmp_path / "x y" / "p")
+    start = {"in-the-folder": repo, "make-C": tmp_path, "make-f": tmp_path}[how]
+    flag = {
+        "in-the-folder": [],
+        "make-C": ["-C", str(repo)],
+        "make-f": ["-f", str(repo / "Makefile")],
+    }
+    for target in ("apply", "help"):
+        proc = _make(repo, *flag[how], target, cwd=start)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert f"this Makefile's path, '{repo}/Makefile', holds a space" in lines[0]
+        assert not (repo / "build").exists() and not (tmp_path / "x").exists()
