@@ -300,11 +300,23 @@ def test_wheel_whose_target_is_not_the_pinned_blob(workspace: Workspace):
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("kind", ["series-not-utf8", "series-folder", "pin-folder"])
+@pytest.mark.parametrize(
+    "kind", ["series-not-utf8", "series-bom", "series-invisible", "series-folder", "pin-folder"]
+)
 def test_unreadable_inputs_are_one_line(workspace: Workspace, kind: str):
+    """A series saved with a UTF-8 BOM was "series line 1: \\ufeff# Patches ... is not
+    a plain file name", the BOM printed raw: it is named; an invisible character in
+    an entry is shown escaped."""
     if kind == "series-not-utf8":
         (workspace.patches / "series").write_bytes(b"0001-caf\xe9.patch\n")
         expected = "is not UTF-8 text (line 1)"
+    elif kind == "series-bom":
+        (workspace.patches / "series").write_bytes(b"\xef\xbb\xbf# Patches\n0001-a.patch\n")
+        expected = "starts with a UTF-8 byte order mark (BOM, bytes EF BB BF)"
+    elif kind == "series-invisible":
+        (workspace.patches / "0001-a.patch").write_text("x")
+        (workspace.patches / "series").write_text("0001-a.patch\u200b\n")
+        expected = "series line 1: '0001-a.patch\\u200b' is not a plain file name"
     elif kind == "series-folder":
         (workspace.patches / "series").mkdir()
         expected = "series is not a file"
@@ -312,7 +324,9 @@ def test_unreadable_inputs_are_one_line(workspace: Workspace, kind: str):
         (workspace.patches / "base.toml").unlink()
         (workspace.patches / "base.toml").mkdir()
         expected = "cannot be read: Is a directory"
-    assert expected in one_error_line(workspace.tool("apply"))
+    error = one_error_line(workspace.tool("apply"))
+    assert expected in error and error.isprintable(), error
+    assert not workspace.tree.exists()
 
 
 def _root_obeys_modes(folder: Path) -> bool:
