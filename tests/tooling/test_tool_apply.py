@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -166,6 +167,31 @@ def test_failing_patch_leaves_last_good_commit(workspace: Workspace, raw_patches
     workspace.use_patches(raw_patches)
     workspace.ok("apply")
     assert git(tree, "rev-list", "--count", "base/v0.5.12..") == "3"
+
+
+@pytest.mark.bad_input
+def test_a_corrupt_binary_hunk_is_named_with_its_file(workspace: Workspace):
+    """A patch whose binary hunk is damaged: git am said "No valid patches in input"
+    after git's "corrupt binary patch at line N"; the error names git's reason, the
+    file whose hunk it is and the patch file."""
+    workspace.ok("apply")
+    tree = workspace.tree
+    blob = tree / "python/sglang/srt/table.bin"
+    blob.write_bytes(bytes(range(256)) * 8)
+    commit_all(tree, "Dev <dev@example.com>", "Add a table", "2026-06-05T00:00:00Z")
+    git(tree, "format-patch", "-q", "--binary", "-o", str(workspace.root / "out"), "HEAD~1")
+    git(tree, "reset", "-q", "--hard", "HEAD~1")
+    (made,) = (workspace.root / "out").glob("*.patch")
+    lines = made.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("literal ")) + 2
+    lines[at] = "z" + "!" * (len(lines[at]) - 2) + "\n"  # no longer base85
+    (workspace.patches / made.name).write_text("".join(lines))
+    write_series(workspace.patches, [made.name])
+    error = one_error_line(workspace.tool("apply"))
+    found = re.search(r"does not apply: (\S+): corrupt binary patch at line (\d+) of (\S+);", error)
+    assert found and found[1] == "python/sglang/srt/table.bin" and found[3] == made.name, error
+    assert at < int(found[2]) <= len(lines)  # git's line, in the hunk or at its end
+    assert "No valid patches" not in error
 
 
 @pytest.mark.bad_input

@@ -278,7 +278,13 @@ def test_failure_names_file_and_hunk(tmp_path: Path):
         "pkg/mod.py: hunks #1 (@@ -3,6 +3,7 @@), #2 (@@ -120,7 +121,9 @@) of 2 do not apply"
     )
     assert describe_failure(tmp_path / "p.patch", "error: corrupt patch at line 7") == (
-        "corrupt patch at line 7"
+        "pkg/mod.py: corrupt patch at line 7 of p.patch"
+    )
+    # git am's own line number (of the split-off diff), then git apply's (of the file)
+    binary = "error: corrupt binary patch at line 3: zzz\nerror: No valid patches in input\n"
+    binary += "error: corrupt binary patch at line 16: zzz\nerror: No valid patches in input\n"
+    assert describe_failure(tmp_path / "p.patch", binary) == (
+        "pkg/new.py: corrupt binary patch at line 16 of p.patch"
     )
 
 
