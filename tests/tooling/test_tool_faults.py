@@ -16,6 +16,7 @@ from sgltest import (
     edit_target,
     git,
     interrupt,
+    limit_file_size,
     one_error_line,
     run,
     wait_until,
@@ -356,3 +357,30 @@ def test_base_worktree_work_is_not_dropped(workspace: Workspace, change: str):
     git(base, "checkout", "-q", "--", TARGET)
     (base / "python/sglang/notes.txt").unlink()
     workspace.ok("apply")
+
+
+def test_a_file_size_limit_is_named_and_leaves_no_git_lock(rebuilding: Workspace):
+    """Under `ulimit -f` below the size of the tree's index, after a patch's Subject
+    changed: git was killed by SIGXFSZ (the message said so, not what it means) and
+    left .git/index.lock, which failed the next apply and, after a no-op apply, the
+    user's own `git commit`. Now git's write fails and it cleans up; the error
+    names the limit; the next apply rebuilds; a no-op apply writes nothing."""
+    space = rebuilding
+    tree = space.tree
+    limit = (tree / ".git" / "index").stat().st_size // 2
+    first = sorted(space.patches.glob("*.patch"))[0]
+    text = first.read_text()
+    first.write_text(text.replace("Subject: [PATCH] ", "Subject: [PATCH] Edited: ", 1))
+    proc = space.tool("apply", preexec=limit_file_size(limit))
+    error = one_error_line(proc)
+    assert f"the file size limit (ulimit -f) is {limit} bytes: raise it" in error, error
+    assert "SIGXFSZ" not in error
+    assert not list((tree / ".git").glob("*.lock"))
+    assert "was interrupted: rebuilding" in space.ok("apply").stderr
+    assert git(tree, "log", "--format=%s", "-1", "HEAD~2").startswith("Edited: ")
+    (tree / TARGET).touch()  # stat data changed: a git status would refresh the index
+    noop = space.tool("apply", preexec=limit_file_size(limit))
+    assert noop.returncode == 0 and "is up to date" in noop.stderr, noop.stderr
+    assert not list((tree / ".git").glob("*.lock"))
+    edit_target(tree, "import logging\n", "import logging  # mine\n")
+    commit_all(tree, "Dev <dev@example.com>", "My work", "2026-07-01T00:00Z")
