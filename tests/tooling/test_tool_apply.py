@@ -428,10 +428,13 @@ def _silent_index():
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("index", ["refused", "silent", "silent-bounded"])
-def test_a_download_without_network_names_the_cause(workspace: Workspace, index: str):
-    """Issue 22: "No matching distribution found" read as "no such version", and a
-    silent index kept make apply quiet for 1089 s."""
+@pytest.mark.parametrize("index", ["refused", "silent", "silent-bounded", "silent-pip-spellings"])
+def test_a_download_without_network_names_the_cause(
+    workspace: Workspace, tmp_path: Path, index: str
+):
+    """ "No matching distribution found" read as "no such version", and a silent
+    index kept make apply quiet for 1089 s. pip's other spellings of its timeout
+    (PIP_DEFAULT_TIMEOUT, a pip.conf) overrode the tool's (541 s): no longer."""
     (workspace.build / "cache" / PIN.wheel).unlink()
     server = None
     if index == "refused":
@@ -442,6 +445,10 @@ def test_a_download_without_network_names_the_cause(workspace: Workspace, index:
     env.update(PIP_RETRIES="0", PIP_TIMEOUT="1")
     if index == "silent-bounded":
         env.update(PIP_TIMEOUT="60", SGLPATCH_DOWNLOAD_TIMEOUT="3")
+    if index == "silent-pip-spellings":
+        (tmp_path / "pip.conf").write_text("[global]\ntimeout = 600\nretries = 5\n")
+        env.update(PIP_DEFAULT_TIMEOUT="600", PIP_CONFIG_FILE=str(tmp_path / "pip.conf"))
+        env.update(SGLPATCH_DOWNLOAD_TIMEOUT="60")  # a failure here waits 60 s, not 600
     try:
         proc = workspace.tool("apply", env=env)
     finally:
@@ -454,5 +461,6 @@ def test_a_download_without_network_names_the_cause(workspace: Workspace, index:
         "refused": f"cannot reach {url} (Failed to establish a new connection: [Errno 111]",
         "silent": f"cannot reach {url} (Read timed out",
         "silent-bounded": "pip did not finish in 3 s",
+        "silent-pip-spellings": f"cannot reach {url} (Read timed out",
     }[index]
     assert expected in error, error

@@ -222,6 +222,22 @@ def test_zip_size_limits(tmp_path: Path, monkeypatch, limit: str, value: int):
 
 
 @pytest.mark.bad_input
+@pytest.mark.bad_input
+def test_pips_limits_are_the_tools_unless_pip_timeout_or_retries_say(monkeypatch):
+    """PIP_DEFAULT_TIMEOUT (pip's other spelling) does not replace the tool's 30 s;
+    PIP_TIMEOUT and PIP_RETRIES do; a bad value is one line."""
+    for name in ("PIP_TIMEOUT", "PIP_RETRIES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "600")
+    assert pipfetch.pip_limits() == ["--timeout", "30", "--retries", "2"]
+    monkeypatch.setenv("PIP_TIMEOUT", "2.5")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    assert pipfetch.pip_limits() == ["--timeout", "2.5", "--retries", "0"]
+    monkeypatch.setenv("PIP_RETRIES", "many")
+    with pytest.raises(UserError, match="PIP_RETRIES='many': expected a number"):
+        pipfetch.pip_limits()
+
+
 def test_index_file_name_cannot_leave_the_cache():
     report = {"metadata": {"name": "sglang"}, "download_info": {"url": "x"}}
     report["download_info"]["url"] = "https://example.invalid/a%2F..%2F..%2Fevil.whl"
