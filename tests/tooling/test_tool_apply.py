@@ -391,7 +391,7 @@ def test_full_disk(workspace: Workspace):
 
 @pytest.mark.bad_input
 def test_a_wrong_pin_is_suspected_on_the_second_mismatch(workspace: Workspace, tmp_path: Path):
-    """Issue 22: a wrong wheel_sha256 moved the good wheel aside on every run and said
+    """A wrong wheel_sha256 once moved the good wheel aside on every run and said
     "run again". The second mismatch, of a fresh download, names the pin."""
     links = tmp_path / "links"
     links.mkdir()

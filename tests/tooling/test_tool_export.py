@@ -395,7 +395,7 @@ def test_an_export_a_fault_stops_half_way_says_so_and_is_finished_later(renumber
 def test_an_export_cut_short_is_finished_by_the_next_command(
     renumbered: Workspace, monkeypatch: pytest.MonkeyPatch
 ):
-    """Issue 22: killed after it wrote one patch file (series not yet, nor the
+    """Killed after it wrote one patch file (series not yet, nor the
     stamp), export left a mix that every command refused. The next command
     finishes the recorded export: patches/ is the new series as a whole."""
     import shutil
@@ -462,7 +462,7 @@ def test_an_interrupted_export_leaves_the_old_series_or_the_new(renumbered: Work
 
 @pytest.mark.bad_input
 def test_a_message_with_raw_non_utf8_bytes_is_named(workspace: Workspace):
-    """Issue 22: refused with the reason for '---' lines, which it has none of."""
+    """Once refused with the reason for '---' lines, which it has none of."""
     workspace.ok("apply")
     tree = workspace.tree
     edit_target(tree, "import logging\n", "import logging  # latin-1\n")

@@ -178,7 +178,8 @@ def test_concurrent_applies_wait_for_each_other(rebuilding: Workspace, tmp_path:
 
 
 def _project(root: Path) -> dict:
-    """Make ``root`` a git repository like this project's, tagged as in the issue."""
+    """Make ``root`` a git repository like this project's clone, with a tag
+    base/v0.5.12 (the name of the build tree's base tag) of its own."""
     git(root, "init", "-q", "-b", "main")
     for number in (1, 2):
         (root / "README").write_text(f"project {number}\n")
@@ -302,8 +303,8 @@ def _edit_pin(space: Workspace) -> None:
 
 @pytest.mark.parametrize("kind", ["light-tag", "annotated-tag", "detached-commit", "untracked"])
 def test_new_base_does_not_drop_tags_commits_or_files(workspace: Workspace, kind: str):
-    """Issue 22: a commit on a detached HEAD (tagged or not) and an untracked file
-    went with the tree when the base changed."""
+    """A commit on a detached HEAD (tagged or not) and an untracked file once went
+    with the tree when the base changed: refused, naming them."""
     workspace.ok("apply")
     tree = workspace.tree
     git(tree, "switch", "-q", "--detach")
@@ -343,7 +344,8 @@ def test_a_new_base_drops_python_caches(workspace: Workspace):
 
 @pytest.mark.parametrize("change", ["base-changed", "no-op"])
 def test_base_worktree_work_is_not_dropped(workspace: Workspace, change: str):
-    """Issue 22: a no-op apply remade build/base, dropping an edit and a new file."""
+    """A no-op apply once remade build/base, dropping an edit and a new file:
+    refused, naming them."""
     workspace.ok("apply")
     base = workspace.build / "base"
     edit_target(base, "import logging\n", "import logging  # mine\n")

@@ -291,7 +291,7 @@ def test_fork_apply_after_a_kill_removes_the_scratch_worktree(series_space, fork
 
 @pytest.mark.bad_input
 def test_fork_rejecting_applypatch_msg_hook_is_named(series_space: Workspace, fork: Path):
-    """Issue 22: a hook's refusal read as "patch 1/3 ... does not apply"."""
+    """A hook's refusal once read as "patch 1/3 ... does not apply"."""
     hook = fork / ".git" / "hooks" / "applypatch-msg"
     hook.write_text('#!/bin/sh\necho "applypatch-msg: subjects must name a ticket" >&2\nexit 1\n')
     hook.chmod(0o755)
@@ -354,7 +354,7 @@ def test_fork_apply_interrupted_as_the_branch_is_made(series_space, fork, tmp_pa
 
 @pytest.mark.bad_input
 def test_two_fork_applies_at_once(series_space: Workspace, fork: Path, tmp_path: Path):
-    """Issue 22: both said "on new branch"; now the second is refused while the
+    """Both once said "on new branch"; now the second is refused while the
     first holds the checkout's lock."""
     gate = Gate.create(tmp_path / "gate")
     gate.hook(fork, "pre-applypatch")
@@ -370,7 +370,7 @@ def test_two_fork_applies_at_once(series_space: Workspace, fork: Path, tmp_path:
 
 @pytest.mark.bad_input
 def test_the_readmes_branch_names_match_the_series():
-    """Issue 22: the README's example branch sglpatch/v0.5.23-3-patches was made as
+    """The README's example branch sglpatch/v0.5.23-3-patches was once made as
     -4-patches. A branch name with a count must have the series' count."""
     from sgltest import ROOT
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sgltest import PIN, ROOT
 
-# (target, variables): the values of issue 12 that ran `touch x` through a recipe,
+# (target, variables): values that once ran `touch x` through a recipe,
 # and the same for the other variables a recipe uses.
 HOSTILE = {
     "version-backticks": ("check-upstream", {"VERSION": "`touch x`"}),
@@ -33,7 +33,7 @@ HOSTILE = {
     "base-fork": ("apply", {"BASE": "'; touch x; '", "SGLANG_DIR": "/nowhere"}),
     "base-test": ("test", {"BASE": "v0.5.23 `touch x`"}),
     "base-bench": ("bench", {"BASE": "$$(touch x)"}),
-    # issue 22: make's own $(shell ...) in a value, which `export X = $(X)` ran.
+    # make's own $(shell ...) in a value, which `export X = $(X)` once ran.
     "sglang-dir-make-shell": ("apply", {"SGLANG_DIR": "$(shell touch x)"}),
     "base-make-shell": ("apply", {"BASE": "$(shell touch x)"}),
     "version-make-shell": ("check-upstream", {"VERSION": "$(shell touch x)"}),
@@ -284,7 +284,7 @@ def _old_interpreters() -> list[str]:
 
 @pytest.mark.bad_input
 def test_pyversion_is_python2_syntax():
-    """pyversion.py must parse in any Python (issue 22: python2.7 got a traceback)."""
+    """pyversion.py must parse in any Python (python2.7 once got a traceback)."""
     source = (ROOT / "scripts" / "sglpatch" / "pyversion.py").read_text()
     assert 'f"' not in source and "f'" not in source
     for python in _old_interpreters():
