@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pwd
 import shlex
 import signal
@@ -163,8 +164,10 @@ def _differs(git: Git, pin: Pin, series: Series, blob: str | None) -> UserError:
         if failing
         else f"all {len(series)} patch(es) pass `git apply --check`"
     )
+    base = os.environ.get("SGLPATCH_MK_BASE", "")  # BASE as typed, if it was
     rerun = (
-        f"make apply SGLANG_DIR={shlex.quote(str(git.cwd))} THREE_WAY=1"
+        f"make apply SGLANG_DIR={shlex.quote(str(git.cwd))}"
+        f"{f' BASE={shlex.quote(base)}' if base else ''} THREE_WAY=1"
         if via_make("THREE_WAY")
         else "the same command with --three-way"
     )

@@ -21,7 +21,8 @@ if str(SCRIPTS) not in sys.path:
 from sglpatch.layout import Layout  # noqa: E402
 from sglpatch.pin import load_pin  # noqa: E402
 
-# The default base (v0.5.12), which most tests use, and the second one.
+# The base most tests use, v0.5.12 (the seeds' series; the default base is
+# v0.5.23, patches/bases.toml), and the second one.
 DEFAULT = Layout.create(ROOT / "build", ROOT / "patches" / "v0.5.12", base="v0.5.12")
 PIN = load_pin(DEFAULT.pin_file)
 TARGET = PIN.target
@@ -53,8 +54,8 @@ def git(cwd: Path, *args: str) -> str:
 
 @dataclass
 class Workspace:
-    """A build root with a warm cache for one base (``base``, the default one
-    unless given) and a patch dir holding that base's pin."""
+    """A build root with a warm cache for one base (``base``, v0.5.12 unless
+    given) and a patch dir holding that base's pin."""
 
     root: Path
     base: str = DEFAULT.name
