@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from sgltest import (
     TARGET,
     Workspace,
     commit_all,
+    demo_wheel,
     edit_target,
     git,
     one_error_line,
@@ -26,29 +26,9 @@ from sgltest import (
 
 from sglpatch import unbundle
 from sglpatch.bundle import assemble, write_manifest
-from sglpatch.digest import sha256_file
 from sglpatch.layout import Layout
-from sglpatch.pipfetch import Wheel
 
 NEW_FILE = "sglang/srt/layers/attention/sglpatch_note.py"
-
-
-def _demo_wheel(directory: Path) -> Wheel:
-    """A minimal pure-Python wheel that pip installs offline."""
-    path = directory / "demo_pkg-1.0-py3-none-any.whl"
-    info = "demo_pkg-1.0.dist-info"
-    files = {
-        "demo_pkg/__init__.py": "VALUE = 7\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
-        f"{info}/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in {**files, f"{info}/RECORD": record}.items():
-            archive.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), text)
-    return Wheel("demo-pkg==1.0", path, sha256_file(path), "index")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +38,7 @@ def built(tmp_path_factory, pinned_wheel: Path, canonical_patches: Path) -> Layo
     space.use_patches(canonical_patches)
     space.ok("apply")
     layout = Layout.create(space.build_root, space.patches, base=space.base)
-    assemble(layout, PIN, [_demo_wheel(space.root)])
+    assemble(layout, PIN, [demo_wheel(space.root)])
     return layout
 
 
@@ -113,7 +93,7 @@ def test_bundle_layout_and_determinism(built: Layout):
     # the patched tree ships as the series' files over the base tree
     assert {m.name for m in members if m.isfile()} == {f"python/{NEW_FILE}", TARGET}
     assert (bundle / "trees" / "patched.deleted").read_text() == ""
-    assemble(built, PIN, [_demo_wheel(built.build.parent)])
+    assemble(built, PIN, [demo_wheel(built.build.parent)])
     assert (bundle / "MANIFEST.sha256").read_text() == manifest
 
 
@@ -261,7 +241,7 @@ def applied(workspace: Workspace, canonical_patches: Path) -> Workspace:
     space.ok("export")
     assert "up to date" in space.ok("apply").stderr
     layout = Layout.create(space.build_root, space.patches, base=space.base)
-    assemble(layout, PIN, [_demo_wheel(space.root)])
+    assemble(layout, PIN, [demo_wheel(space.root)])
     return space
 
 

@@ -23,8 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sgltest import ROOT, run
-from test_tool_bundle import _demo_wheel
+from sgltest import ROOT, demo_wheel, run
 
 from sglpatch.bundle import assemble
 from sglpatch.layout import Layout
@@ -83,7 +82,7 @@ def host(tmp_path_factory) -> Path:
         aside = tmp_path_factory.mktemp(f"bundle-{base}")
         (aside / "sglang").symlink_to(built.sglang)
         layout = replace(built, build=aside)
-        assemble(layout, load_pin(layout.pin_file), [_demo_wheel(aside)])
+        assemble(layout, load_pin(layout.pin_file), [demo_wheel(aside)])
         shutil.copytree(layout.bundle, root / "build" / base / "bundle")
     assert not list(root.rglob(".git"))
     return root
