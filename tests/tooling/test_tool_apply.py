@@ -280,7 +280,7 @@ def test_tree_path_overrides(workspace: Workspace, tmp_path: Path):
     assert out == [f"base={tmp_path / 'b'}", f"patched={tmp_path}"]
     from sglpatch.trees import tree_paths
 
-    trees = tree_paths(workspace.build_root)
+    trees = tree_paths(workspace.build_root, workspace.base)
     assert trees.patched == (workspace.build / "sglang" / "python").resolve()
 
 
