@@ -21,6 +21,11 @@ endif
 # elsewhere without setting PWD gets its own; errors name the path tried).
 MAKEFILE := $(abspath $(lastword $(MAKEFILE_LIST)))
 ROOT := $(patsubst %/,%,$(dir $(MAKEFILE)))
+# make splits file names at spaces (ROOT above, the venv's stamp below): a
+# repository whose path holds one is refused, in one line that names it.
+ifneq ($(words $(MAKEFILE))$(wildcard $(MAKEFILE)),1$(MAKEFILE))
+$(error this Makefile's path, '$(if $(filter /%,$(firstword $(MAKEFILE_LIST))),,$(CURDIR)/)$(strip $(MAKEFILE_LIST))', holds a space, and make splits file names at spaces: clone or move the repository to a path without one)
+endif
 
 # The values above reach recipes only through the environment, as the text the
 # user typed ($(value X): make expands nothing in it, so $(shell ...) or a '$'

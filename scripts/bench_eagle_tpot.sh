@@ -22,9 +22,9 @@ TREES=(base patched)
 
 # Defaults (one variable per flag); the trees are the default base's, where
 # sglpatch's Layout puts them (build/<base>/, patches/bases.toml).
-BASE_TREE="$ROOT/build/v0.5.12/base/python"
-PATCHED_TREE="$ROOT/build/v0.5.12/sglang/python"
-OUT="$ROOT/build/v0.5.12/bench/tpot"
+BASE_TREE="$ROOT/build/v0.5.23/base/python"
+PATCHED_TREE="$ROOT/build/v0.5.23/sglang/python"
+OUT="$ROOT/build/v0.5.23/bench/tpot"
 MODEL="moonshotai/Kimi-K2.5"
 DRAFT_MODEL=""
 TP=4
@@ -60,9 +60,9 @@ Prints a markdown table (mean/median TPOT, accept length) and writes it to
 <out>/summary.md; bench_serving results go to <out>/<tree>.jsonl.
 
 Trees and output:
-  --base-tree DIR            base tree's python/ root    (default: build/v0.5.12/base/python)
-  --patched-tree DIR         patched tree's python/ root (default: build/v0.5.12/sglang/python)
-  --out DIR                  results directory           (default: build/v0.5.12/bench/tpot)
+  --base-tree DIR            base tree's python/ root    (default: build/v0.5.23/base/python)
+  --patched-tree DIR         patched tree's python/ root (default: build/v0.5.23/sglang/python)
+  --out DIR                  results directory           (default: build/v0.5.23/bench/tpot)
                              (defaults are relative to the repository root)
 Server:
   --model PATH               --model-path                (default: $MODEL)

@@ -148,8 +148,8 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
 19. The kit's ``prepare_mla_runner_inputs`` (``kit_fix``, where a test asks
    for the corrected kit): v0.5.23's writes the prefix KV at contiguous slots
    whatever layout the batch's ``req_to_token`` has (``mla_attention.py:
-   1139-1155``), over other tokens' slots once a prefix passes one page (issue
-   25; ``patches/v0.5.23/README.md``). The correction writes each token where
+   1139-1155``), over other tokens' slots once a prefix passes one page
+   (``patches/v0.5.23/README.md``). The correction writes each token where
    ``req_to_token`` says; ``test_kit23`` also runs the kit as shipped.
 
 The series' upstream test file (patches/v0.5.23 0007) runs in a child with

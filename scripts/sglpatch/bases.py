@@ -58,9 +58,9 @@ class Bases:
         )
 
     def described(self) -> str:
-        """``v0.5.12 (the default), v0.5.23 (patches/bases.toml)``."""
+        """``v0.5.12, v0.5.23 (the default), in patches/bases.toml``."""
         shown = [f"{n} (the default)" if n == self.default else n for n in self.names]
-        return f"{', '.join(shown)} ({self.path.parent.name}/{self.path.name})"
+        return f"{', '.join(shown)}, in {self.path.parent.name}/{self.path.name}"
 
 
 def load(patches_root: Path) -> Bases:

@@ -19,6 +19,7 @@ from sglpatch.layout import Layout
 from sglpatch.pin import Pin, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
 from sglpatch.queue import BRANCH, require_current
+from sglpatch.unbundle import BASE_FILE, DELETED_FILE
 
 LIMIT_BYTES = 60 * 1024 * 1024
 GPU_TARGET = WheelTarget(
@@ -30,11 +31,10 @@ GPU_TARGET = WheelTarget(
     ),
 )
 INSTALLER = Path(__file__).with_name("install_bundle.sh")
-BASE_FILE = "BASE"
 # The patched tree is shipped as the files the series changes over the base tree
-# (a base's whole package is large: v0.5.23's is 35 MB as tar.gz), and these,
-# one a line, are the files it deletes.
-DELETED_FILE = "patched.deleted"
+# (a base's whole package is large: v0.5.23's is 35 MB as tar.gz), wherever they
+# are in the tree, and DELETED_FILE lists, one a line, the files it deletes;
+# unbundle.py unpacks them on the GPU host.
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 
@@ -108,7 +108,8 @@ def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
 
 
 def series_changes(git: Git, base_tag: str) -> tuple[list[str], list[str]]:
-    """The package files the series adds or changes, and those it deletes."""
+    """The files the series adds or changes, wherever they are (a test it adds
+    under test/ too), and those it deletes."""
 
     def names(kind: str) -> list[str]:
         out = git.run(
@@ -119,8 +120,6 @@ def series_changes(git: Git, base_tag: str) -> tuple[list[str], list[str]]:
             f"--diff-filter={kind}",
             base_tag,
             f"refs/heads/{BRANCH}",
-            "--",
-            "python/sglang",
         ).stdout
         return [name for name in out.decode("utf-8").split("\0") if name]
 
@@ -130,22 +129,16 @@ def series_changes(git: Git, base_tag: str) -> tuple[list[str], list[str]]:
 def write_tree_tarball(
     git: Git, rev: str, out: Path, mtime: int, only: list[str] | None = None
 ) -> None:
-    """``python/sglang`` of ``rev`` (or just the files ``only`` names) as
-    ``sglang/...`` in a reproducible tar.gz."""
+    """``python/sglang`` of ``rev`` (or just the files ``only`` names), paths
+    relative to the tree's root, in a reproducible tar.gz."""
     paths = ["python/sglang"] if only is None else only
     tar = git.run("archive", "--format=tar", rev, *paths).stdout if paths else _empty_tar()
     stream = io.BytesIO(tar)
     with tarfile.open(fileobj=stream, mode="r:") as source:
-        members = [
-            (m, source.extractfile(m) if m.isfile() else None)
-            for m in source
-            if m.name.startswith("python/sglang")
-        ]
+        members = [(m, source.extractfile(m) if m.isfile() else None) for m in source]
         with out.open("wb") as raw, gzip.GzipFile("", "wb", 6, raw, mtime=0) as packed:
             with tarfile.open(fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT) as tar:
                 for member, data in members:
-                    if member.name.rstrip("/") == "python":
-                        continue  # the root of the archive: its content is sglang/
                     tar.addfile(_normalised(member, mtime), data)
 
 
@@ -160,7 +153,7 @@ def _normalised(member: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:
     """A copy of ``member`` without owner, time or mode details; links refused."""
     if not (member.isfile() or member.isdir()):
         raise UserError(f"{member.name}: links and special files cannot be bundled")
-    info = tarfile.TarInfo(member.name.removeprefix("python/").rstrip("/"))
+    info = tarfile.TarInfo(member.name.rstrip("/"))
     info.type, info.size, info.mtime = member.type, member.size, mtime
     info.mode = 0o755 if member.isdir() or member.mode & 0o111 else 0o644
     return info

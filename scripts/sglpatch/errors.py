@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import resource
 from collections.abc import Sequence
 
 
@@ -51,4 +52,15 @@ def describe_os_error(exc: OSError) -> str:
     what = exc.strerror or str(exc) or type(exc).__name__
     where = f" ({exc.filename})" if exc.filename else ""
     advice = _OS_ADVICE.get(exc.errno or 0)
+    if exc.errno == errno.EFBIG and file_size_limit():
+        advice = f"{file_size_limit()}: raise it (or free some space) and run again"
     return " ".join(f"{what}{where}{'; ' + advice if advice else ''}".split())
+
+
+def file_size_limit() -> str:
+    """``the file size limit (ulimit -f) is 307200 bytes`` when this process has
+    one (a write past it fails with EFBIG, File too large), else ''."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return ""
+    return f"the file size limit (ulimit -f) is {soft} bytes"

@@ -143,14 +143,16 @@ def export_series(layout: Layout) -> list[str]:
     removes = [stale.name for stale in listed.paths if stale.name not in patches]
     head = Git(layout.sglang).rev(f"refs/heads/{BRANCH}")
     _record_plan(layout, writes, removes, head)
-    finish_export(layout)
+    finish_export(layout, fresh=True)
     note(f"exported {len(patches)} patch(es) to {layout.patches}")
     return list(patches)
 
 
-# The export being written: its new files and what it does, in the build folder.
+# The export being written: its new files and what it does, in the build folder;
+# _FAILED in it, once a fault stopped it half-way, says which.
 PENDING = ".export-pending"
 _PLAN = "plan.json"
+_FAILED = "failed"
 
 
 def _record_plan(layout: Layout, writes: dict[str, bytes], removes: list[str], head) -> None:
@@ -168,33 +170,76 @@ def _record_plan(layout: Layout, writes: dict[str, bytes], removes: list[str], h
         shutil.rmtree(work, ignore_errors=True)
 
 
-def finish_export(layout: Layout) -> bool:
-    """Carry out a recorded export (this run's, or one a signal cut short): patches/
-    then holds the new series as a whole, and the tree's stamp says it was built
-    from it. Signals wait until it is done; a kill leaves the record for the next
-    command (any that takes the build lock) to finish. True when there was one."""
+def finish_export(layout: Layout, fresh: bool = False) -> str:
+    """Carry out a recorded export (this run's, ``fresh``, or one a signal or a
+    fault cut short): patches/ then holds the new series as a whole, and the
+    tree's stamp says it was built from it. Signals wait until it is done; a kill
+    leaves the record for the next command (any that takes the build lock) to
+    finish. Returns how an earlier one ended ("was interrupted", "failed (...)"),
+    '' when there was none.
+
+    A fault (a read-only or full patches/) is one line: before patches/ changed,
+    a fresh export is dropped (nothing was changed); after, the record stays, and
+    says so, for the next command to finish."""
     pending = layout.build / PENDING
     try:
         plan = json.loads((pending / _PLAN).read_text())
     except (OSError, ValueError):
-        return False
+        return ""
+    how = _how_it_ended(pending)
     directory = Path(plan["patches"])
-    with deferred():
-        directory.mkdir(parents=True, exist_ok=True)
-        for name in plan["write"]:
-            temporary = directory / f".{name}.sglpatch-new"
-            shutil.copyfile(pending / "files" / name, temporary)
-            os.replace(temporary, directory / name)
-            if name != "series":
-                note(f"wrote {name}")
-        for name in plan["remove"]:
-            if (directory / name).exists():
-                (directory / name).unlink()
-                note(f"removed {name} (its commit is gone from {layout.sglang})")
-        if directory == layout.patches:
-            _restamp(layout, plan["head"])
+    changed = []
+    try:
+        with deferred():
+            directory.mkdir(parents=True, exist_ok=True)
+            for name in plan["write"]:
+                temporary = directory / f".{name}.sglpatch-new"
+                shutil.copyfile(pending / "files" / name, temporary)
+                os.replace(temporary, directory / name)
+                changed.append(name)
+                if name != "series":
+                    note(f"wrote {name}")
+            for name in plan["remove"]:
+                if (directory / name).exists():
+                    (directory / name).unlink()
+                    changed.append(name)
+                    note(f"removed {name} (its commit is gone from {layout.sglang})")
+            if directory == layout.patches:
+                _restamp(layout, plan["head"])
+            discard(layout, pending)
+    except OSError as exc:
+        raise _export_fault(layout, directory, exc, fresh and not changed) from None
+    return how
+
+
+def _how_it_ended(pending: Path) -> str:
+    """How the export recorded in ``pending`` ended: a fault it met, or a signal."""
+    try:
+        return f"failed ({(pending / _FAILED).read_text().strip()})"
+    except OSError:
+        return "was interrupted"
+
+
+def _export_fault(layout: Layout, directory: Path, exc: OSError, untouched: bool) -> UserError:
+    """The one line of an export a fault stopped: nothing changed (the record is
+    dropped), or not (the record stays, marked failed)."""
+    what = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+    pending = layout.build / PENDING
+    if untouched:
         discard(layout, pending)
-    return True
+        return UserError(
+            f"cannot write the series to {directory}: {what}; nothing was changed there:"
+            f" make {directory} writable for you (or free some space), then export again"
+        )
+    try:
+        (pending / _FAILED).write_text(f"{what}\n")
+    except OSError:
+        pass
+    return UserError(
+        f"the export to {directory} stopped before it finished: {what}; its record stays in"
+        f" {pending}: once {directory} can be written, the next sglpatch command"
+        " (`make export`, `make apply` ...) finishes it"
+    )
 
 
 def _refuse_unfinished(layout: Layout, pin: Pin) -> None:

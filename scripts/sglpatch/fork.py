@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import shlex
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,14 +44,18 @@ def apply_to_checkout(layout: Layout, path: Path, three_way: bool = False) -> st
         start = _where(git)
         commit = _apply_in_worktree(git, series, branch, three_way)
         # The branch is made and checked out by one git, which a signal does not
-        # stop half-way: it appears only with the apply done.
-        with interrupt.deferred():
+        # stop half-way: it appears only with the apply done, and a signal that
+        # came meanwhile finds it done (said so; the exit status is success).
+        with interrupt.deferred(resume=False) as held:
             _create_and_switch(git, branch, commit, len(series))
             note(
                 f"{git.cwd}: on new branch {branch}: {len(series)} commit(s) on top of"
                 f" {_describe(git, start)}, where HEAD was (`git checkout {_name(start)}`"
                 " goes back)"
             )
+        if held:
+            name = signal.Signals(held[0]).name
+            note(f"{name} came as branch {branch} was made: the apply had finished")
     return branch
 
 
@@ -94,6 +101,8 @@ def open_checkout(path: Path, pin: Pin) -> Git:
         raise UserError(f"{path} is not a directory: pass the root of an SGLang checkout")
     path = path.resolve()
     proc = Git(path, isolated=False).run("rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0:
+        _refuse_git_refusal(path, output_of(proc))
     if proc.returncode != 0 or Path(proc.stdout.decode().strip()) != path:
         raise UserError(
             f"{path} is not the root of a git checkout: clone SGLang, check out {pin.tag},"
@@ -106,6 +115,27 @@ def open_checkout(path: Path, pin: Pin) -> Git:
             f" pass the root of a clone of SGLang at {pin.tag}"
         )
     return git
+
+
+def _refuse_git_refusal(path: Path, output: str) -> None:
+    """Say why git refused a checkout it found (``dubious ownership``: another
+    user owns it), with git's own way out; return for a folder git found no
+    repository in."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    fatal = [line.removeprefix("fatal: ") for line in lines if line.startswith("fatal:")]
+    if not fatal or "not a git repository" in fatal[-1]:
+        return
+    owner = ""
+    if "dubious ownership" in fatal[-1]:
+        try:
+            owner = f" (owned by {pwd.getpwuid(path.stat().st_uid).pw_name}, not by you)"
+        except (KeyError, OSError):
+            owner = " (owned by another user)"
+    commands = [line for line in lines if line.startswith("git config")]
+    raise UserError(
+        f"git refuses the checkout {path}: {fatal[-1]}{owner}",
+        hints=[f"if you trust it: {command}" for command in commands],
+    )
 
 
 def _check_ready(git: Git, series: Series, branch: str) -> None:
@@ -134,8 +164,10 @@ def _differs(git: Git, pin: Pin, series: Series, blob: str | None) -> UserError:
         if failing
         else f"all {len(series)} patch(es) pass `git apply --check`"
     )
+    base = os.environ.get("SGLPATCH_MK_BASE", "")  # BASE as typed, if it was
     rerun = (
-        f"make apply SGLANG_DIR={shlex.quote(str(git.cwd))} THREE_WAY=1"
+        f"make apply SGLANG_DIR={shlex.quote(str(git.cwd))}"
+        f"{f' BASE={shlex.quote(base)}' if base else ''} THREE_WAY=1"
         if via_make("THREE_WAY")
         else "the same command with --three-way"
     )

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from sglpatch.errors import UserError
+from sglpatch.errors import UserError, file_size_limit
 
 # Identity of every commit the tool makes in its own build trees.
 TOOL_NAME = "sglpatch"
@@ -56,6 +56,8 @@ _BUSY_MARKERS = {
     "CHERRY_PICK_HEAD": ("a cherry-pick", "git cherry-pick"),
     "REVERT_HEAD": ("a revert", "git revert"),
 }
+# Lock files of a git dir that a git killed by a signal leaves behind.
+_LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock")
 # Seconds a git child may take to clean up (its lock files) after SIGTERM.
 _TERM_GRACE = 5.0
 SCRATCH_PREFIX = "sglpatch-worktree-"
@@ -100,6 +102,9 @@ class Git:
         env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
         env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0")
         env.update(GIT_EDITOR="true", GIT_MERGE_AUTOEDIT="no")
+        # A query (git status) does not write the index it refreshes: a read-only
+        # run writes nothing (and needs no room under a file size limit).
+        env.update(GIT_OPTIONAL_LOCKS="0")
         env.update(GIT_CEILING_DIRECTORIES=str(Path(os.path.abspath(self.cwd)).parent))
         if self.isolated:
             env = {k: v for k, v in env.items() if not k.startswith("GIT_CONFIG")}
@@ -128,10 +133,24 @@ class Git:
             raise UserError(f"git {' '.join(args[:2])}: {self.cwd} is not a directory")
         if shutil.which("git", path=os.environ.get("PATH", os.defpath)) is None:
             raise UserError("git not found on PATH: install git and retry")
+        before = self._lock_files()
         proc = run_child(self.argv(args), self.cwd, self.env(env), input, shielded)
+        if proc.returncode < 0:  # killed: its lock files are left, and are its own
+            for lock in self._lock_files() - before:
+                lock.unlink(missing_ok=True)
         if check and proc.returncode != 0:
             raise _failure(args, self.cwd, proc)
         return proc
+
+    def _lock_files(self) -> set[Path]:
+        """The lock files git makes in this repository's git dir that exist now."""
+        git_dir = self.cwd / ".git"
+        if git_dir.is_file():  # a worktree: "gitdir: PATH"
+            text = git_dir.read_text(errors="replace").removeprefix("gitdir:").strip()
+            git_dir = (self.cwd / text) if text else git_dir
+        if not git_dir.is_dir():
+            return set()
+        return {git_dir / name for name in _LOCK_NAMES if (git_dir / name).exists()}
 
     def out(self, *args: str, env: dict[str, str] | None = None) -> str:
         """Run ``git args`` and return its stdout, stripped."""
@@ -184,6 +203,9 @@ def run_child(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         process_group=0 if shielded else None,
+        # SIGXFSZ stays ignored, as Python has it: a write past the file size limit
+        # fails (EFBIG) and git cleans up its lock files, instead of dying.
+        preexec_fn=_ignore_file_size_signal,
     ) as proc:
         try:
             stdout, stderr = proc.communicate(input)
@@ -191,6 +213,11 @@ def run_child(
             _stop(proc)
             raise
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def _ignore_file_size_signal() -> None:
+    """In the child, before exec: SIGXFSZ ignored (subprocess resets it)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -220,6 +247,9 @@ def _failure(
     else:
         status = f"exit status {proc.returncode}"
     reason = (complaints or lines or [status])[-1]
+    too_large = -proc.returncode == signal.SIGXFSZ or "File too large" in text
+    if too_large and file_size_limit():
+        reason += f"; {file_size_limit()}: raise it (or free some space) and run again"
     return GitError(f"git {' '.join(args[:2])} failed in {cwd}: {reason}", text)
 
 

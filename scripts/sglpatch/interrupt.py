@@ -43,18 +43,20 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def deferred() -> Iterator[None]:
+def deferred(resume: bool = True) -> Iterator[list[int]]:
     """Hold termination signals while the block runs (a write that must finish
-    as a whole); one that came meanwhile stops the run once the block is done."""
+    as a whole); one that came meanwhile stops the run once the block is done.
+    Without ``resume`` the run goes on (the block was its last step): the list
+    it yields then holds the signals that came, for the caller to report."""
     caught: list[int] = []
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
     for signum, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(signum, lambda number, frame: caught.append(number))
     try:
-        yield
+        yield caught
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if caught and previous[caught[0]] is _raise:
+        if resume and caught and previous[caught[0]] is _raise:
             _raise(caught[0], None)

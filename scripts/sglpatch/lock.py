@@ -55,6 +55,7 @@ def build_lock(layout: Layout, create: bool = True) -> Iterator[None]:
         scratch.sweep(layout)
         from sglpatch.export import finish_export  # export imports the build tree code
 
-        if finish_export(layout):
-            note(f"finished the `make export` to {layout.patches} that was interrupted")
+        how = finish_export(layout)
+        if how:
+            note(f"finished the `make export` to {layout.patches} that {how}")
         yield

@@ -24,8 +24,12 @@ _FILE_REASONS = (
     ),
 )
 _NOT_APPLIED = re.compile(r"^error: (.+): patch does not apply$")
+# A damaged patch (text or binary hunk): git apply on the patch file numbers its
+# lines; git am numbers those of the diff it split off the mail.
+_CORRUPT = re.compile(r"^error: (corrupt (?:binary )?patch at line (\d+))")
+# Reasons that concern the whole patch, the most telling first.
 _PATCH_REASONS = (
-    re.compile(r"^error: (corrupt patch at line \d+)$"),
+    _CORRUPT,
     re.compile(r"^(Patch is empty)\.?"),
     re.compile(r"^error: (No valid patches in input.*)$"),
     re.compile(r"^fatal: (.+)$"),
@@ -48,6 +52,8 @@ class FileDiff:
     old_path: str | None
     new_path: str | None
     hunks: list[Hunk] = field(default_factory=list)
+    # The patch file's line of its ``diff --git`` header (1-based).
+    line: int = 0
 
     @property
     def path(self) -> str:
@@ -58,10 +64,10 @@ class FileDiff:
 def parse(text: str) -> list[FileDiff]:
     """The file diffs of a git-format patch, in order."""
     files: list[FileDiff] = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if line.startswith("diff --git "):
             old, _, new = line[len("diff --git ") :].partition(" b/")
-            files.append(FileDiff(_strip(old), _strip("b/" + new)))
+            files.append(FileDiff(_strip(old), _strip("b/" + new), line=number))
         elif files and line.startswith("--- "):
             files[-1].old_path = _strip(line[4:])
         elif files and line.startswith("+++ "):
@@ -116,7 +122,21 @@ def describe_failure(patch: Path, git_output: str) -> str:
         return "; ".join(
             f"{path}: {failure.summary(diffs.get(path))}" for path, failure in failures.items()
         )
+    corrupt = [m for line in git_output.splitlines() if (m := _CORRUPT.match(line.strip()))]
+    if corrupt:
+        return _corrupt_reason(patch, corrupt)
     return _patch_reason(git_output)
+
+
+def _corrupt_reason(patch: Path, found: list[re.Match]) -> str:
+    """``python/x.bin: corrupt binary patch at line 64 of 0001-x.patch``: git
+    apply's line (of the patch file: the last report, as callers append it after
+    git am's) and the file whose diff holds it."""
+    reason, line = found[-1][1], int(found[-1][2])
+    diffs = parse(patch.read_text("utf-8", "replace"))
+    holder = [diff for diff in diffs if 0 < diff.line <= line]
+    where = f"{holder[-1].path}: " if holder else ""
+    return f"{where}{reason} of {patch.name}"
 
 
 @dataclass
@@ -167,8 +187,8 @@ def _hunks_label(diff: FileDiff | None, starts: list[int]) -> str:
 def _patch_reason(git_output: str) -> str:
     """A reason that concerns the whole patch, or git's last line."""
     lines = [line.strip() for line in git_output.splitlines() if line.strip()]
-    for line in lines:
-        for pattern in _PATCH_REASONS:
+    for pattern in _PATCH_REASONS:
+        for line in lines:
             if match := pattern.match(line):
                 return match[1]
     return lines[-1] if lines else "git gave no reason"

@@ -187,9 +187,11 @@ def _from_report(req: str, by_name: dict) -> tuple[str, str]:
     return filename, info.get("archive_info", {}).get("hashes", {}).get("sha256", "")
 
 
-# pip's own limits on a silent index (seconds a socket may wait, retries), unless
-# the user set them; and the most a whole pip run may take.
-_PIP_DEFAULTS = {"PIP_TIMEOUT": "30", "PIP_RETRIES": "2"}
+# pip's own limits on a silent index: (pip's flag, the variable that sets it, the
+# tool's value). They go on pip's command line, which beats pip's other spellings
+# of them (PIP_DEFAULT_TIMEOUT, a pip.conf): only these variables change them.
+_PIP_LIMITS = (("--timeout", "PIP_TIMEOUT", "30"), ("--retries", "PIP_RETRIES", "2"))
+# The most a whole pip run may take.
 DOWNLOAD_TIMEOUT = 900
 # pip's lines that tell of a network fault (a debug line: pip runs with -vv).
 _NETWORK = re.compile(r"(?:connection broken by|Could not fetch URL \S+:) (.*)")
@@ -201,10 +203,14 @@ def _pip(args: list[str], what: str, target: WheelTarget, cache: Path) -> None:
     on failure raise one line naming what was fetched and why (a network fault
     before pip's last words)."""
     limit = _download_timeout()
-    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    limits = pip_limits()
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args, *limits]
     argv += ["--progress-bar", "off", "-vv"]  # -vv: "Could not fetch URL ...: why"
-    env = {**_PIP_DEFAULTS, **os.environ}
-    note(f"pip: fetching {what} for {target.describe()} (at most {limit} s)")
+    env = dict(os.environ)
+    note(
+        f"pip: fetching {what} for {target.describe()} (at most {limit} s; pip waits"
+        f" {limits[1]} s for an answer, {limits[3]} retries)"
+    )
     failed = f"pip could not fetch {what} for {target.describe()} into {cache}"
     try:
         proc = subprocess.run(
@@ -231,6 +237,18 @@ def _pip(args: list[str], what: str, target: WheelTarget, cache: Path) -> None:
             index = os.environ.get("PIP_INDEX_URL") or "the package index"
             reason = f"cannot reach {index} ({causes[-1]}), so pip says: {reason}"
         raise UserError(f"{failed}: {reason}")
+
+
+def pip_limits() -> list[str]:
+    """``["--timeout", "30", "--retries", "2"]``: the tool's values, or those of
+    PIP_TIMEOUT and PIP_RETRIES where set (checked, so that a bad one is one line)."""
+    args = []
+    for flag, variable, default in _PIP_LIMITS:
+        value = os.environ.get(variable) or default
+        if not re.fullmatch(r"\d+(\.\d+)?" if flag == "--timeout" else r"\d+", value):
+            raise UserError(f"{variable}={value!r}: expected a number ({flag} of pip)")
+        args += [flag, value]
+    return args
 
 
 def _download_timeout() -> int:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from sglpatch.errors import UserError
 
+# A byte order mark, which some editors put at the start of a UTF-8 file.
+BOM = "\ufeff"
 HEADER = (
     "# Patches applied in order on top of the pinned SGLang release (base.toml).\n"
     "# Written by `make export` from the commits in build/<base>/sglang; edit those.\n"
@@ -50,6 +52,12 @@ def read_entries(directory: Path) -> list[Entry]:
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise UserError(f"{path} is not UTF-8 text (line {line}): fix or rewrite it") from None
+    if text.startswith(BOM):
+        raise UserError(
+            f"{path} starts with a UTF-8 byte order mark (BOM, bytes EF BB BF), which would"
+            " read as part of its first line (here and in the README's by-hand `git am`"
+            " route): save it as UTF-8 without a BOM"
+        )
     entries = []
     for number, line in enumerate(text.splitlines(), 1):
         text = line.split(" #", 1)[0].strip()
@@ -80,8 +88,14 @@ def problems(directory: Path) -> list[str]:
 
 def _entry_problems(directory: Path, entry: Entry) -> list[str]:
     """Problems of one entry taken alone."""
-    where = f"series line {entry.line}: {entry.name}"
-    if "/" in entry.name or entry.name in (".", "..") or " " in entry.name:
+    shown = entry.name if entry.name.isprintable() else ascii(entry.name)
+    where = f"series line {entry.line}: {shown}"
+    if (
+        "/" in entry.name
+        or entry.name in (".", "..")
+        or " " in entry.name
+        or not entry.name.isprintable()
+    ):
         return [f"{where} is not a plain file name in {directory}"]
     path = directory / entry.name
     if path.exists() and not path.is_file():

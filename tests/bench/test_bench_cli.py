@@ -76,7 +76,7 @@ def test_help_through_make_shows_the_invocation_every_default_and_what_quick_set
 
 
 def test_help_names_the_paths_the_bench_uses(tmp_path):
-    """Issue 23: --ladder's help named <build>/ladder; the trees are per base. Every
+    """--ladder's help once named <build>/ladder; the trees are per base. Every
     path the help names is <build>/<base>/X, and X is where the bench looks."""
     from sglpatch.layout import Layout
 

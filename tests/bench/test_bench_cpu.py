@@ -44,7 +44,7 @@ def _bench(base, trees, request, *args):
             SGLPATCH_PATCHED_TREE=str(trees["patched"]),
         )
     cmd = [sys.executable, "-m", "mla_bench", "--build", request.config.getoption("--build")]
-    cmd += ["--device", "cpu", *args]
+    cmd += ["--base", base, "--device", "cpu", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
 
 

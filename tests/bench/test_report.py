@@ -102,7 +102,7 @@ def _bar_labels(axis) -> list[list[str]]:
 
 
 def test_the_cpu_chart_shows_launches_and_graph_state_not_interpreter_times(tmp_path):
-    """Issue 23: the CPU chart labelled bars "198,723x" from interpreter times the
+    """The CPU chart once labelled bars "198,723x" from interpreter times the
     text says not to compare, showed no launches, with 5-point labels and an axis
     running empty to 10^7."""
     result = report.compare(_run(3), _run(1))

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +19,13 @@ SCRIPTS = ROOT / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+from sglpatch.digest import sha256_file  # noqa: E402
 from sglpatch.layout import Layout  # noqa: E402
 from sglpatch.pin import load_pin  # noqa: E402
+from sglpatch.pipfetch import Wheel  # noqa: E402
 
-# The default base (v0.5.12), which most tests use, and the second one.
+# The base most tests use, v0.5.12 (the seeds' series; the default base is
+# v0.5.23, patches/bases.toml), and the second one.
 DEFAULT = Layout.create(ROOT / "build", ROOT / "patches" / "v0.5.12", base="v0.5.12")
 PIN = load_pin(DEFAULT.pin_file)
 TARGET = PIN.target
@@ -53,8 +57,8 @@ def git(cwd: Path, *args: str) -> str:
 
 @dataclass
 class Workspace:
-    """A build root with a warm cache for one base (``base``, the default one
-    unless given) and a patch dir holding that base's pin."""
+    """A build root with a warm cache for one base (``base``, v0.5.12 unless
+    given) and a patch dir holding that base's pin."""
 
     root: Path
     base: str = DEFAULT.name
@@ -319,3 +323,21 @@ def interrupt(running: Running, signum: int) -> None:
     """Stop a run as a user would: Ctrl-C and SIGKILL hit the whole job, SIGTERM and
     SIGHUP the tool alone (``kill PID``, a closed terminal)."""
     running.signal(signum, group=signum in (signal.SIGINT, signal.SIGKILL))
+
+
+def demo_wheel(directory: Path) -> Wheel:
+    """A minimal pure-Python wheel that pip installs offline."""
+    path = directory / "demo_pkg-1.0-py3-none-any.whl"
+    info = "demo_pkg-1.0.dist-info"
+    files = {
+        "demo_pkg/__init__.py": "VALUE = 7\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            archive.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), text)
+    return Wheel("demo-pkg==1.0", path, sha256_file(path), "index")

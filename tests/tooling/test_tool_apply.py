@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -169,6 +170,31 @@ def test_failing_patch_leaves_last_good_commit(workspace: Workspace, raw_patches
 
 
 @pytest.mark.bad_input
+def test_a_corrupt_binary_hunk_is_named_with_its_file(workspace: Workspace):
+    """A patch whose binary hunk is damaged: git am said "No valid patches in input"
+    after git's "corrupt binary patch at line N"; the error names git's reason, the
+    file whose hunk it is and the patch file."""
+    workspace.ok("apply")
+    tree = workspace.tree
+    blob = tree / "python/sglang/srt/table.bin"
+    blob.write_bytes(bytes(range(256)) * 8)
+    commit_all(tree, "Dev <dev@example.com>", "Add a table", "2026-06-05T00:00:00Z")
+    git(tree, "format-patch", "-q", "--binary", "-o", str(workspace.root / "out"), "HEAD~1")
+    git(tree, "reset", "-q", "--hard", "HEAD~1")
+    (made,) = (workspace.root / "out").glob("*.patch")
+    lines = made.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("literal ")) + 2
+    lines[at] = "z" + "!" * (len(lines[at]) - 2) + "\n"  # no longer base85
+    (workspace.patches / made.name).write_text("".join(lines))
+    write_series(workspace.patches, [made.name])
+    error = one_error_line(workspace.tool("apply"))
+    found = re.search(r"does not apply: (\S+): corrupt binary patch at line (\d+) of (\S+);", error)
+    assert found and found[1] == "python/sglang/srt/table.bin" and found[3] == made.name, error
+    assert at < int(found[2]) <= len(lines)  # git's line, in the hunk or at its end
+    assert "No valid patches" not in error
+
+
+@pytest.mark.bad_input
 def test_local_commits_are_kept_and_protected(workspace: Workspace, raw_patches: Path):
     names = workspace.use_patches(raw_patches)
     workspace.ok("apply")
@@ -254,7 +280,7 @@ def test_tree_path_overrides(workspace: Workspace, tmp_path: Path):
     assert out == [f"base={tmp_path / 'b'}", f"patched={tmp_path}"]
     from sglpatch.trees import tree_paths
 
-    trees = tree_paths(workspace.build_root)
+    trees = tree_paths(workspace.build_root, workspace.base)
     assert trees.patched == (workspace.build / "sglang" / "python").resolve()
 
 
@@ -300,11 +326,23 @@ def test_wheel_whose_target_is_not_the_pinned_blob(workspace: Workspace):
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("kind", ["series-not-utf8", "series-folder", "pin-folder"])
+@pytest.mark.parametrize(
+    "kind", ["series-not-utf8", "series-bom", "series-invisible", "series-folder", "pin-folder"]
+)
 def test_unreadable_inputs_are_one_line(workspace: Workspace, kind: str):
+    """A series saved with a UTF-8 BOM was "series line 1: \\ufeff# Patches ... is not
+    a plain file name", the BOM printed raw: it is named; an invisible character in
+    an entry is shown escaped."""
     if kind == "series-not-utf8":
         (workspace.patches / "series").write_bytes(b"0001-caf\xe9.patch\n")
         expected = "is not UTF-8 text (line 1)"
+    elif kind == "series-bom":
+        (workspace.patches / "series").write_bytes(b"\xef\xbb\xbf# Patches\n0001-a.patch\n")
+        expected = "starts with a UTF-8 byte order mark (BOM, bytes EF BB BF)"
+    elif kind == "series-invisible":
+        (workspace.patches / "0001-a.patch").write_text("x")
+        (workspace.patches / "series").write_text("0001-a.patch\u200b\n")
+        expected = "series line 1: '0001-a.patch\\u200b' is not a plain file name"
     elif kind == "series-folder":
         (workspace.patches / "series").mkdir()
         expected = "series is not a file"
@@ -312,7 +350,9 @@ def test_unreadable_inputs_are_one_line(workspace: Workspace, kind: str):
         (workspace.patches / "base.toml").unlink()
         (workspace.patches / "base.toml").mkdir()
         expected = "cannot be read: Is a directory"
-    assert expected in one_error_line(workspace.tool("apply"))
+    error = one_error_line(workspace.tool("apply"))
+    assert expected in error and error.isprintable(), error
+    assert not workspace.tree.exists()
 
 
 def _root_obeys_modes(folder: Path) -> bool:
@@ -351,7 +391,7 @@ def test_full_disk(workspace: Workspace):
 
 @pytest.mark.bad_input
 def test_a_wrong_pin_is_suspected_on_the_second_mismatch(workspace: Workspace, tmp_path: Path):
-    """Issue 22: a wrong wheel_sha256 moved the good wheel aside on every run and said
+    """A wrong wheel_sha256 once moved the good wheel aside on every run and said
     "run again". The second mismatch, of a fresh download, names the pin."""
     links = tmp_path / "links"
     links.mkdir()
@@ -388,10 +428,13 @@ def _silent_index():
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("index", ["refused", "silent", "silent-bounded"])
-def test_a_download_without_network_names_the_cause(workspace: Workspace, index: str):
-    """Issue 22: "No matching distribution found" read as "no such version", and a
-    silent index kept make apply quiet for 1089 s."""
+@pytest.mark.parametrize("index", ["refused", "silent", "silent-bounded", "silent-pip-spellings"])
+def test_a_download_without_network_names_the_cause(
+    workspace: Workspace, tmp_path: Path, index: str
+):
+    """ "No matching distribution found" read as "no such version", and a silent
+    index kept make apply quiet for 1089 s. pip's other spellings of its timeout
+    (PIP_DEFAULT_TIMEOUT, a pip.conf) overrode the tool's (541 s): no longer."""
     (workspace.build / "cache" / PIN.wheel).unlink()
     server = None
     if index == "refused":
@@ -402,6 +445,10 @@ def test_a_download_without_network_names_the_cause(workspace: Workspace, index:
     env.update(PIP_RETRIES="0", PIP_TIMEOUT="1")
     if index == "silent-bounded":
         env.update(PIP_TIMEOUT="60", SGLPATCH_DOWNLOAD_TIMEOUT="3")
+    if index == "silent-pip-spellings":
+        (tmp_path / "pip.conf").write_text("[global]\ntimeout = 600\nretries = 5\n")
+        env.update(PIP_DEFAULT_TIMEOUT="600", PIP_CONFIG_FILE=str(tmp_path / "pip.conf"))
+        env.update(SGLPATCH_DOWNLOAD_TIMEOUT="60")  # a failure here waits 60 s, not 600
     try:
         proc = workspace.tool("apply", env=env)
     finally:
@@ -414,5 +461,6 @@ def test_a_download_without_network_names_the_cause(workspace: Workspace, index:
         "refused": f"cannot reach {url} (Failed to establish a new connection: [Errno 111]",
         "silent": f"cannot reach {url} (Read timed out",
         "silent-bounded": "pip did not finish in 3 s",
+        "silent-pip-spellings": f"cannot reach {url} (Read timed out",
     }[index]
     assert expected in error, error

@@ -36,7 +36,7 @@ from sglpatch.layout import PATCHES_ROOT, Layout
 from sglpatch.pipfetch import Wheel, remember
 from sglpatch.series import read_entries
 
-KNOWN = "this project has v0.5.12 (the default), v0.5.23 (patches/bases.toml)"
+KNOWN = "this project has v0.5.12, v0.5.23 (the default), in patches/bases.toml"
 PATCHES_23 = len(read_entries(SECOND.patches))  # the v0.5.23 series' length
 BRANCH_23 = f"sglpatch/v0.5.23-{PATCHES_23}-patches"
 BASE_COMMIT_23 = "f08fe3f49a54ed0757fe8e06f7c80dcbbf2475c3"
@@ -61,7 +61,9 @@ def _tool(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_projects_bases():
     table = bases.load(PATCHES_ROOT)
-    assert table.default == "v0.5.12" and table.names == ("v0.5.12", "v0.5.23")
+    # v0.5.23, the newest release and the series upstream can take, is the default;
+    # v0.5.12 holds the seeds' series (and is the base most tooling tests use).
+    assert table.default == "v0.5.23" and table.names == ("v0.5.12", "v0.5.23")
     for name in table.names:
         layout = Layout.create(ROOT / "build", base=name)
         assert layout.build == ROOT / "build" / name
@@ -72,7 +74,7 @@ def test_the_projects_bases():
 
 
 def test_the_default_and_an_explicit_base(tmp_path: Path):
-    for chosen, name in (([], "v0.5.12"), (["--base", "v0.5.23"], "v0.5.23")):
+    for chosen, name in (([], "v0.5.23"), (["--base", "v0.5.12"], "v0.5.12")):
         out = _tool("--build", str(tmp_path), *chosen, "trees").stdout.splitlines()
         root = tmp_path / name
         assert out == [f"base={root}/base/python", f"patched={root}/sglang/python"]
@@ -318,7 +320,7 @@ def _cache_23(space: Workspace) -> Path:
 
 
 def test_check_upstream_reuses_another_bases_cached_wheel(workspace: Workspace, second_wheel):
-    """Issue 23: check-upstream of v0.5.12 on 0.5.23 fetched the 37 MiB wheel again
+    """check-upstream of v0.5.12 on 0.5.23 once fetched the 37 MiB wheel again
     while build/v0.5.23/cache held it. It takes that copy, checked against the
     v0.5.23 pin, and runs no pip (which has no index here: it would fail)."""
     cache = _cache_23(workspace)
@@ -375,8 +377,9 @@ def fork_23(tmp_path: Path, built_23: Path) -> Path:
 
 
 def test_fork_apply_of_the_v0_5_23_series(fork_23: Path, tmp_path: Path):
+    """v0.5.23 is the default base: a fork apply without BASE applies its series."""
     start = git(fork_23, "rev-parse", "HEAD")
-    proc = _make("apply", "BASE=v0.5.23", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
+    proc = _make("apply", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
     assert proc.returncode == 0, proc.stderr
     count = PATCHES_23
     assert f"on new branch {BRANCH_23}: {count} commit(s) on top of main" in proc.stderr
@@ -386,8 +389,10 @@ def test_fork_apply_of_the_v0_5_23_series(fork_23: Path, tmp_path: Path):
 
 @pytest.mark.bad_input
 def test_fork_apply_checks_the_chosen_bases_pin(fork_23: Path, tmp_path: Path):
-    """The default base's series on a v0.5.23 checkout: its pin says v0.5.12."""
+    """v0.5.12's series on a v0.5.23 checkout: its pin says v0.5.12; the 3-way
+    command it suggests keeps BASE."""
     before = snapshot(fork_23)
-    proc = _make("apply", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
+    proc = _make("apply", "BASE=v0.5.12", f"SGLANG_DIR={fork_23}", f"BUILD={tmp_path / 'b'}")
     assert proc.returncode == 2 and snapshot(fork_23) == before
     assert f"{fork_23} is not at v0.5.12: its {TARGET} is blob 643613a0a943" in proc.stderr
+    assert f"make apply SGLANG_DIR={fork_23} BASE=v0.5.12 THREE_WAY=1" in proc.stderr

@@ -8,36 +8,27 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
-from sgltest import PIN, SCRIPTS, TARGET, Workspace, one_error_line, run
+from sgltest import (
+    PIN,
+    SCRIPTS,
+    TARGET,
+    Workspace,
+    commit_all,
+    demo_wheel,
+    edit_target,
+    git,
+    one_error_line,
+    run,
+)
 
+from sglpatch import unbundle
 from sglpatch.bundle import assemble, write_manifest
-from sglpatch.digest import sha256_file
 from sglpatch.layout import Layout
-from sglpatch.pipfetch import Wheel
 
 NEW_FILE = "sglang/srt/layers/attention/sglpatch_note.py"
-
-
-def _demo_wheel(directory: Path) -> Wheel:
-    """A minimal pure-Python wheel that pip installs offline."""
-    path = directory / "demo_pkg-1.0-py3-none-any.whl"
-    info = "demo_pkg-1.0.dist-info"
-    files = {
-        "demo_pkg/__init__.py": "VALUE = 7\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
-        f"{info}/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in {**files, f"{info}/RECORD": record}.items():
-            archive.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), text)
-    return Wheel("demo-pkg==1.0", path, sha256_file(path), "index")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +38,7 @@ def built(tmp_path_factory, pinned_wheel: Path, canonical_patches: Path) -> Layo
     space.use_patches(canonical_patches)
     space.ok("apply")
     layout = Layout.create(space.build_root, space.patches, base=space.base)
-    assemble(layout, PIN, [_demo_wheel(space.root)])
+    assemble(layout, PIN, [demo_wheel(space.root)])
     return layout
 
 
@@ -57,23 +48,30 @@ def bundle(built: Layout, tmp_path: Path) -> Path:
     return Path(shutil.copytree(built.bundle, tmp_path / "bundle"))
 
 
-def _install(bundle: Path, host: Path, root: bool = True) -> subprocess.CompletedProcess:
-    """Run install.sh in ``host``, a repository root (its scripts/) unless not ``root``."""
+def _install(
+    bundle: Path, host: Path, root: bool = True, build: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run install.sh in ``host``, a repository root (its scripts/) unless not
+    ``root``, into ``build`` (BUILD; default: host/build)."""
     host.mkdir(exist_ok=True)
     if root and not (host / "scripts").exists():
         (host / "scripts").symlink_to(SCRIPTS)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BUILD")}
     env["PYTHON"] = sys.executable
+    if build is not None:
+        env["BUILD"] = str(build)
     return run(["bash", str(bundle / "install.sh"), "site"], cwd=host, env=env)
 
 
-def _refused(proc: subprocess.CompletedProcess, host: Path) -> str:
-    """The one ``install.sh: error:`` line of a refusal that installed nothing."""
+def _refused(proc: subprocess.CompletedProcess, host: Path, fresh: bool = True) -> str:
+    """The one ``install.sh: error:`` line of a refusal that installed nothing
+    (no wheels; on a ``fresh`` host, no build/ either)."""
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("install.sh: error: "), proc.stderr
-    assert not (host / "site").exists() and not (host / "build").exists()
+    assert not (host / "site").exists()
+    assert not fresh or not (host / "build").exists()
     return errors[0]
 
 
@@ -91,11 +89,11 @@ def test_bundle_layout_and_determinism(built: Layout):
     ]
     with tarfile.open(bundle / "trees" / "patched.tar.gz") as archive:
         members = archive.getmembers()
-    assert all(m.name.startswith("sglang") and m.uid == 0 and m.uname == "" for m in members)
+    assert all(m.name.startswith("python") and m.uid == 0 and m.uname == "" for m in members)
     # the patched tree ships as the series' files over the base tree
-    assert {m.name for m in members if m.isfile()} == {NEW_FILE, TARGET.removeprefix("python/")}
+    assert {m.name for m in members if m.isfile()} == {f"python/{NEW_FILE}", TARGET}
     assert (bundle / "trees" / "patched.deleted").read_text() == ""
-    assemble(built, PIN, [_demo_wheel(built.build.parent)])
+    assemble(built, PIN, [demo_wheel(built.build.parent)])
     assert (bundle / "MANIFEST.sha256").read_text() == manifest
 
 
@@ -116,7 +114,8 @@ def test_install_sh_unpacks_trees_and_wheels(built: Layout, bundle: Path, tmp_pa
         base / "sglang/__init__.py"
     ).read_bytes()
     assert (host / "site/demo_pkg/__init__.py").read_text() == "VALUE = 7\n"
-    assert _install(bundle, host).returncode == 0  # idempotent
+    again = _install(bundle, host)  # idempotent
+    assert again.returncode == 0 and again.stdout.count("left as is") == 2, again.stdout
 
 
 @pytest.mark.bad_input
@@ -216,3 +215,113 @@ def test_install_sh_refuses_a_bad_base(bundle: Path, tmp_path: Path, name: str):
     write_manifest(bundle)
     error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
     assert f"the bundle's BASE {name!r}" in error
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("part", ["BASE", "trees/patched.deleted", "trees/base.tar.gz"])
+def test_install_sh_refuses_a_bundle_missing_a_part(bundle: Path, tmp_path: Path, part: str):
+    """BASE deleted and the manifest re-made: a traceback; now one line."""
+    (bundle / part).unlink()
+    write_manifest(bundle)
+    error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
+    assert f"{bundle} lacks {part}: it is not a whole bundle" in error
+
+
+@pytest.fixture
+def applied(workspace: Workspace, canonical_patches: Path) -> Workspace:
+    """A make-apply tree whose series also adds a file outside python/ (a test
+    under test/registered, as v0.5.23's 0007), and its bundle."""
+    space = workspace
+    space.use_patches(canonical_patches)
+    space.ok("apply")
+    registered = space.tree / OUTSIDE
+    registered.parent.mkdir(parents=True)
+    registered.write_text("def test_it():\n    assert True\n")
+    commit_all(space.tree, "Dev <dev@example.com>", "[test] Add a test", "2026-06-04T00:00Z")
+    space.ok("export")
+    assert "up to date" in space.ok("apply").stderr
+    layout = Layout.create(space.build_root, space.patches, base=space.base)
+    assemble(layout, PIN, [demo_wheel(space.root)])
+    return space
+
+
+OUTSIDE = "test/registered/attention/test_sglpatch_note.py"
+
+
+def test_the_bundle_carries_every_file_the_series_changes(applied: Workspace, tmp_path: Path):
+    """A file the series adds outside python/ never reached the GPU host (v0.5.23's
+    registered test: all 16 cases of test_registered23.py errored there)."""
+    host = tmp_path / "host"
+    assert _install(applied.build / "bundle", host).returncode == 0
+    patched = host / "build" / applied.base / "sglang"
+    assert (patched / OUTSIDE).read_bytes() == (applied.tree / OUTSIDE).read_bytes()
+    assert not (host / "build" / applied.base / "base" / "test").exists()
+
+
+@pytest.mark.bad_input
+def test_install_sh_keeps_work_in_a_make_apply_tree(applied: Workspace, tmp_path: Path):
+    """install.sh over the trees of `make apply` (a copied repository carries them):
+    it replaced python/ with no word, and edits in build/<base>/sglang and base
+    and an untracked file were gone. A tree that is the bundle's is left as it
+    is; one that holds anything else is refused, naming it."""
+    bundle, host = applied.build / "bundle", tmp_path / "host"
+    tree, base = applied.tree, applied.build / "base"
+    proc = _install(bundle, host, build=applied.build_root)
+    assert proc.returncode == 0 and proc.stdout.count("left as is") == 2, proc.stdout
+    assert git(tree, "status", "--porcelain") == "" and git(base, "status", "--porcelain") == ""
+    shutil.rmtree(host / "site")
+    edit_target(tree, "import logging\n", "import logging  # mine\n")
+    version = tree / "python/sglang/version.py"
+    version.write_text(version.read_text() + "# mine\n")
+    (tree / "python/sglang/mine.py").write_text("MINE = 1\n")
+    (tree / OUTSIDE).write_text("# my test\n")
+    edit_target(base, "import logging\n", "import logging  # mine in base\n")
+    before = {path: path.read_bytes() for path in (tree / TARGET, version, tree / OUTSIDE)}
+    error = _refused(_install(bundle, host, build=applied.build_root), host, fresh=False)
+    assert f"{tree}: python/sglang/mine.py (not from the bundle)" in error, error
+    for name in (TARGET, "python/sglang/version.py", OUTSIDE):
+        assert f"{name} (changed)" in error
+    assert f"{base}: {TARGET} (changed)" in error
+    assert {path: path.read_bytes() for path in before} == before
+    assert (tree / "python/sglang/mine.py").read_text() == "MINE = 1\n"
+    assert "# mine in base" in (base / TARGET).read_text()
+    assert not (tree / unbundle.RECORD).exists()
+
+
+@pytest.mark.bad_input
+def test_install_sh_keeps_work_in_its_own_trees(bundle: Path, tmp_path: Path):
+    """On a bundle host: an edit or a new file in the trees an earlier install
+    unpacked is refused; what that install put there, unchanged, a newer bundle
+    replaces."""
+    host = tmp_path / "host"
+    assert _install(bundle, host).returncode == 0
+    shutil.rmtree(host / "site")
+    patched = host / "build" / "v0.5.12" / "sglang"
+    target = patched / TARGET
+    original = target.read_bytes()
+    target.write_bytes(original + b"# mine\n")
+    (patched / "python/sglang/srt/mine.py").write_text("MINE = 1\n")
+    error = _refused(_install(bundle, host), host, fresh=False)
+    assert f"{patched}: {TARGET} (changed), python/sglang/srt/mine.py (not from the bundle)" in (
+        error
+    )
+    assert target.read_bytes() == original + b"# mine\n"
+    target.write_bytes(original)
+    (patched / "python/sglang/srt/mine.py").unlink()
+    # a newer bundle: the series' target changed
+    newer = tmp_path / "newer"
+    shutil.copytree(bundle, newer)
+    path = newer / "trees" / "patched.tar.gz"
+    with tarfile.open(path) as archive:
+        members = [(m, archive.extractfile(m).read() if m.isfile() else None) for m in archive]
+    with tarfile.open(path, "w:gz") as archive:
+        for member, data in members:
+            if member.name == TARGET:
+                data += b"# the newer series\n"
+                member.size = len(data)
+            archive.addfile(member, io.BytesIO(data) if data is not None else None)
+    write_manifest(newer)
+    proc = _install(newer, host)
+    assert proc.returncode == 0, proc.stderr
+    assert f"unpacked the patched tree into {patched}" in proc.stdout
+    assert target.read_bytes() == original + b"# the newer series\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from sgltest import (
     TARGET,
     Workspace,
     commit_all,
+    drop_root_powers,
     edit_target,
     git,
     one_error_line,
@@ -338,10 +340,62 @@ def _state(directory: Path) -> tuple[list[str], dict[str, bytes]]:
 
 
 @pytest.mark.bad_input
+def test_an_export_to_a_read_only_patches_dir_changes_nothing(renumbered: Workspace):
+    """A read-only patches/: the error said "pick another --build" (a build
+    folder's advice), and once writable the next command said the export "was
+    interrupted". Now one line about patches/; nothing changed, nothing recorded."""
+    space = renumbered
+    before = _state(space.patches)
+    space.patches.chmod(0o555)
+    try:
+        probe = run(
+            [sys.executable, "-c", f"open({str(space.patches / 'p')!r}, 'w')"],
+            preexec=drop_root_powers,
+        )
+        if probe.returncode == 0:
+            pytest.skip("this user writes to read-only folders")
+        proc = space.tool("export", preexec=drop_root_powers)
+    finally:
+        space.patches.chmod(0o755)
+    error = one_error_line(proc)
+    assert f"cannot write the series to {space.patches}: Permission denied" in error, error
+    assert "nothing was changed there" in error and "--build" not in error
+    assert _state(space.patches) == before
+    assert not (space.build / ".export-pending").exists()
+    proc = space.ok("export")
+    assert "interrupted" not in proc.stderr and "failed" not in proc.stderr
+    assert _entries(space.patches) == [
+        "0001-fix-Add-a-helper.patch",
+        "0002-feat-Add-a-note-module.patch",
+    ]
+
+
+@pytest.mark.bad_input
+def test_an_export_a_fault_stops_half_way_says_so_and_is_finished_later(renumbered: Workspace):
+    """A fault after the first file (the second's place is taken by a folder): one
+    line saying the record stays; the next command finishes it and says it had
+    failed (not "was interrupted")."""
+    space = renumbered
+    obstacle = space.patches / ".0002-feat-Add-a-note-module.patch.sglpatch-new"
+    obstacle.mkdir()
+    error = one_error_line(space.tool("export"))
+    assert f"the export to {space.patches} stopped before it finished: Is a directory" in error
+    assert "the next sglpatch command" in error
+    assert (space.build / ".export-pending" / "failed").is_file()
+    obstacle.rmdir()
+    proc = space.ok("check-patches")
+    assert (
+        f"finished the `make export` to {space.patches} that failed (Is a directory" in proc.stderr
+    )
+    assert "interrupted" not in proc.stderr
+    assert not (space.build / ".export-pending").exists()
+
+
+@pytest.mark.bad_input
 def test_an_export_cut_short_is_finished_by_the_next_command(
     renumbered: Workspace, monkeypatch: pytest.MonkeyPatch
 ):
-    """Issue 22: killed after it wrote one patch file (series not yet, nor the
+    """Killed after it wrote one patch file (series not yet, nor the
     stamp), export left a mix that every command refused. The next command
     finishes the recorded export: patches/ is the new series as a whole."""
     import shutil
@@ -408,7 +462,7 @@ def test_an_interrupted_export_leaves_the_old_series_or_the_new(renumbered: Work
 
 @pytest.mark.bad_input
 def test_a_message_with_raw_non_utf8_bytes_is_named(workspace: Workspace):
-    """Issue 22: refused with the reason for '---' lines, which it has none of."""
+    """Once refused with the reason for '---' lines, which it has none of."""
     workspace.ok("apply")
     tree = workspace.tree
     edit_target(tree, "import logging\n", "import logging  # latin-1\n")

@@ -16,6 +16,7 @@ from sgltest import (
     edit_target,
     git,
     interrupt,
+    limit_file_size,
     one_error_line,
     run,
     wait_until,
@@ -177,7 +178,8 @@ def test_concurrent_applies_wait_for_each_other(rebuilding: Workspace, tmp_path:
 
 
 def _project(root: Path) -> dict:
-    """Make ``root`` a git repository like this project's, tagged as in the issue."""
+    """Make ``root`` a git repository like this project's clone, with a tag
+    base/v0.5.12 (the name of the build tree's base tag) of its own."""
     git(root, "init", "-q", "-b", "main")
     for number in (1, 2):
         (root / "README").write_text(f"project {number}\n")
@@ -301,8 +303,8 @@ def _edit_pin(space: Workspace) -> None:
 
 @pytest.mark.parametrize("kind", ["light-tag", "annotated-tag", "detached-commit", "untracked"])
 def test_new_base_does_not_drop_tags_commits_or_files(workspace: Workspace, kind: str):
-    """Issue 22: a commit on a detached HEAD (tagged or not) and an untracked file
-    went with the tree when the base changed."""
+    """A commit on a detached HEAD (tagged or not) and an untracked file once went
+    with the tree when the base changed: refused, naming them."""
     workspace.ok("apply")
     tree = workspace.tree
     git(tree, "switch", "-q", "--detach")
@@ -342,7 +344,8 @@ def test_a_new_base_drops_python_caches(workspace: Workspace):
 
 @pytest.mark.parametrize("change", ["base-changed", "no-op"])
 def test_base_worktree_work_is_not_dropped(workspace: Workspace, change: str):
-    """Issue 22: a no-op apply remade build/base, dropping an edit and a new file."""
+    """A no-op apply once remade build/base, dropping an edit and a new file:
+    refused, naming them."""
     workspace.ok("apply")
     base = workspace.build / "base"
     edit_target(base, "import logging\n", "import logging  # mine\n")
@@ -356,3 +359,30 @@ def test_base_worktree_work_is_not_dropped(workspace: Workspace, change: str):
     git(base, "checkout", "-q", "--", TARGET)
     (base / "python/sglang/notes.txt").unlink()
     workspace.ok("apply")
+
+
+def test_a_file_size_limit_is_named_and_leaves_no_git_lock(rebuilding: Workspace):
+    """Under `ulimit -f` below the size of the tree's index, after a patch's Subject
+    changed: git was killed by SIGXFSZ (the message said so, not what it means) and
+    left .git/index.lock, which failed the next apply and, after a no-op apply, the
+    user's own `git commit`. Now git's write fails and it cleans up; the error
+    names the limit; the next apply rebuilds; a no-op apply writes nothing."""
+    space = rebuilding
+    tree = space.tree
+    limit = (tree / ".git" / "index").stat().st_size // 2
+    first = sorted(space.patches.glob("*.patch"))[0]
+    text = first.read_text()
+    first.write_text(text.replace("Subject: [PATCH] ", "Subject: [PATCH] Edited: ", 1))
+    proc = space.tool("apply", preexec=limit_file_size(limit))
+    error = one_error_line(proc)
+    assert f"the file size limit (ulimit -f) is {limit} bytes: raise it" in error, error
+    assert "SIGXFSZ" not in error
+    assert not list((tree / ".git").glob("*.lock"))
+    assert "was interrupted: rebuilding" in space.ok("apply").stderr
+    assert git(tree, "log", "--format=%s", "-1", "HEAD~2").startswith("Edited: ")
+    (tree / TARGET).touch()  # stat data changed: a git status would refresh the index
+    noop = space.tool("apply", preexec=limit_file_size(limit))
+    assert noop.returncode == 0 and "is up to date" in noop.stderr, noop.stderr
+    assert not list((tree / ".git").glob("*.lock"))
+    edit_target(tree, "import logging\n", "import logging  # mine\n")
+    commit_all(tree, "Dev <dev@example.com>", "My work", "2026-07-01T00:00Z")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sgltest import PIN, ROOT
 
-# (target, variables): the values of issue 12 that ran `touch x` through a recipe,
+# (target, variables): values that once ran `touch x` through a recipe,
 # and the same for the other variables a recipe uses.
 HOSTILE = {
     "version-backticks": ("check-upstream", {"VERSION": "`touch x`"}),
@@ -33,7 +33,7 @@ HOSTILE = {
     "base-fork": ("apply", {"BASE": "'; touch x; '", "SGLANG_DIR": "/nowhere"}),
     "base-test": ("test", {"BASE": "v0.5.23 `touch x`"}),
     "base-bench": ("bench", {"BASE": "$$(touch x)"}),
-    # issue 22: make's own $(shell ...) in a value, which `export X = $(X)` ran.
+    # make's own $(shell ...) in a value, which `export X = $(X)` once ran.
     "sglang-dir-make-shell": ("apply", {"SGLANG_DIR": "$(shell touch x)"}),
     "base-make-shell": ("apply", {"BASE": "$(shell touch x)"}),
     "version-make-shell": ("check-upstream", {"VERSION": "$(shell touch x)"}),
@@ -50,13 +50,19 @@ USER_VARIABLES = re.compile(
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Path:
     """A folder with the Makefile and the tool, where a stray `touch x` would land."""
-    (tmp_path / "Makefile").write_bytes((ROOT / "Makefile").read_bytes())
-    (tmp_path / "scripts").symlink_to(ROOT / "scripts")
-    (tmp_path / "patches").mkdir()
-    shutil.copyfile(PIN.path, tmp_path / "patches" / "base.toml")
-    (tmp_path / "ci").mkdir()
-    shutil.copyfile(ROOT / "ci" / "requirements.txt", tmp_path / "ci" / "requirements.txt")
-    return tmp_path
+    return _sandbox_at(tmp_path)
+
+
+def _sandbox_at(folder: Path) -> Path:
+    """``folder`` with the Makefile, the tool, a pin and ci/requirements.txt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Makefile").write_bytes((ROOT / "Makefile").read_bytes())
+    (folder / "scripts").symlink_to(ROOT / "scripts")
+    (folder / "patches").mkdir()
+    shutil.copyfile(PIN.path, folder / "patches" / "base.toml")
+    (folder / "ci").mkdir()
+    shutil.copyfile(ROOT / "ci" / "requirements.txt", folder / "ci" / "requirements.txt")
+    return folder
 
 
 @pytest.mark.bad_input
@@ -278,7 +284,7 @@ def _old_interpreters() -> list[str]:
 
 @pytest.mark.bad_input
 def test_pyversion_is_python2_syntax():
-    """pyversion.py must parse in any Python (issue 22: python2.7 got a traceback)."""
+    """pyversion.py must parse in any Python (python2.7 once got a traceback)."""
     source = (ROOT / "scripts" / "sglpatch" / "pyversion.py").read_text()
     assert 'f"' not in source and "f'" not in source
     for python in _old_interpreters():
@@ -291,3 +297,47 @@ def test_pyversion_is_python2_syntax():
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.startswith("sglpatch: error: needs Python 3.11+"), proc.stderr
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("name", ["build", ".venv", ".whl", ".gl"])
+def test_an_ignored_folder_that_is_a_symlink_stays_ignored(tmp_path: Path, name: str):
+    """build/ (or .venv) may be a symlink to a folder elsewhere: git status must not
+    list it (a pattern ending in / matched folders only, so `git add -A` committed
+    the link)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shutil.copyfile(ROOT / ".gitignore", repo / ".gitignore")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "file").write_text("x\n")
+    (repo / name).symlink_to(tmp_path / "elsewhere")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert status.splitlines() == ["?? .gitignore"]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("how", ["in-the-folder", "make-C", "make-f"])
+def test_a_repository_path_with_a_space_is_refused_in_one_line(tmp_path: Path, how: str):
+    """A clone at "x y/p": make splits its path at the space (every target failed
+    with `cd: can't cd to ... y/p`); refused before any recipe, naming the path."""
+    repo = _sandbox_at(tmp_path / "x y" / "p")
+    start = {"in-the-folder": repo, "make-C": tmp_path, "make-f": tmp_path}[how]
+    flag = {
+        "in-the-folder": [],
+        "make-C": ["-C", str(repo)],
+        "make-f": ["-f", str(repo / "Makefile")],
+    }
+    for target in ("apply", "help"):
+        proc = _make(repo, *flag[how], target, cwd=start)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert f"this Makefile's path, '{repo}/Makefile', holds a space" in lines[0]
+        assert not (repo / "build").exists() and not (tmp_path / "x").exists()

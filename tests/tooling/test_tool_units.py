@@ -222,6 +222,22 @@ def test_zip_size_limits(tmp_path: Path, monkeypatch, limit: str, value: int):
 
 
 @pytest.mark.bad_input
+@pytest.mark.bad_input
+def test_pips_limits_are_the_tools_unless_pip_timeout_or_retries_say(monkeypatch):
+    """PIP_DEFAULT_TIMEOUT (pip's other spelling) does not replace the tool's 30 s;
+    PIP_TIMEOUT and PIP_RETRIES do; a bad value is one line."""
+    for name in ("PIP_TIMEOUT", "PIP_RETRIES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "600")
+    assert pipfetch.pip_limits() == ["--timeout", "30", "--retries", "2"]
+    monkeypatch.setenv("PIP_TIMEOUT", "2.5")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    assert pipfetch.pip_limits() == ["--timeout", "2.5", "--retries", "0"]
+    monkeypatch.setenv("PIP_RETRIES", "many")
+    with pytest.raises(UserError, match="PIP_RETRIES='many': expected a number"):
+        pipfetch.pip_limits()
+
+
 def test_index_file_name_cannot_leave_the_cache():
     report = {"metadata": {"name": "sglang"}, "download_info": {"url": "x"}}
     report["download_info"]["url"] = "https://example.invalid/a%2F..%2F..%2Fevil.whl"
@@ -278,7 +294,13 @@ def test_failure_names_file_and_hunk(tmp_path: Path):
         "pkg/mod.py: hunks #1 (@@ -3,6 +3,7 @@), #2 (@@ -120,7 +121,9 @@) of 2 do not apply"
     )
     assert describe_failure(tmp_path / "p.patch", "error: corrupt patch at line 7") == (
-        "corrupt patch at line 7"
+        "pkg/mod.py: corrupt patch at line 7 of p.patch"
+    )
+    # git am's own line number (of the split-off diff), then git apply's (of the file)
+    binary = "error: corrupt binary patch at line 3: zzz\nerror: No valid patches in input\n"
+    binary += "error: corrupt binary patch at line 16: zzz\nerror: No valid patches in input\n"
+    assert describe_failure(tmp_path / "p.patch", binary) == (
+        "pkg/new.py: corrupt binary patch at line 16 of p.patch"
     )
 
 

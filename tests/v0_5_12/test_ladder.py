@@ -5,15 +5,24 @@ from __future__ import annotations
 import subprocess
 from dataclasses import replace
 
+import pytest
+
 from mla_bench import ladder
 from sglpatch.layout import Layout
 from sglpatch.pin import load_pin
 from sglpatch.queue import patch_commits
 from sglpatch.series import load
 
+BASE = "v0.5.12"
+
 
 def test_one_step_per_patch_with_the_target_as_of_that_patch(trees, request, tmp_path):
-    built = Layout.create(request.config.getoption("--build"))
+    built = Layout.create(request.config.getoption("--build"), base=BASE)
+    if not (built.sglang / ".git").exists():  # the trees of a bundle (a GPU host)
+        pytest.skip(
+            f"no build tree at {built.sglang} (its files only, as a bundle unpacks them):"
+            " the ladder is read from the series' commits; run `make apply` first"
+        )
     (tmp_path / "sglang").symlink_to(built.sglang)
     layout = replace(built, build=tmp_path)  # the ladder goes to tmp_path/ladder
     pin = load_pin(layout.pin_file)

@@ -1,4 +1,4 @@
-"""Upstream's attention test kit, trtllm_mla cases, on both v0.5.23 trees (issue 25).
+"""Upstream's attention test kit, trtllm_mla cases, on both v0.5.23 trees: its bug.
 
 The kit ships in the v0.5.23 wheel (``sglang/test/kits/attention_unittest``).
 Its speculative CUDA-graph runner's eager leg
@@ -14,7 +14,7 @@ correctly, and finds the wrong K/V there. So the kit is wrong, not v0.5.23:
 
 - ``test_kit_cases``: the cases over prefixes within one page, at the page
   edge and over several pages, both page shuffles the kit's case-name seed
-  gives (upstream's registered names; a 43-character name, the issue's
+  gives (upstream's registered names; a 43-character name with the
   ``[[3, 1, ...]]`` table), with the kit's ``prepare_mla_runner_inputs``
   replaced by one that writes each prefix token where ``req_to_token`` says
   (``scripts/kit_probe/kit_fix.py``): every case passes on both trees.
