@@ -39,33 +39,52 @@ FILES = {
 # group -> (file key, its test methods, whether it passes on base, GPU only)
 GROUPS = {
     "0001_double_capture": (
-        "metadata", ("test_batch_size_captured_twice_reads_the_replay",), False, False
+        "metadata",
+        ("test_batch_size_captured_twice_reads_the_replay",),
+        False,
+        False,
     ),
     "0002_replayed_size": (
-        "metadata", ("test_replay_call_selects_replayed_size_metadata",), False, False
+        "metadata",
+        ("test_replay_call_selects_replayed_size_metadata",),
+        False,
+        False,
     ),
     "0003_dp_padding": ("dp_padding", ("test_padding_adds_whole_requests",), False, False),
     "0004_fp4_query": (
-        "metadata", ("test_fp4_cache_query_in_the_dtype_the_kernel_reads",), False, False
+        "metadata",
+        ("test_fp4_cache_query_in_the_dtype_the_kernel_reads",),
+        False,
+        False,
     ),
     "0004_fp4_graph_rows": (
-        "metadata", ("test_fp4_graph_state_has_a_row_for_every_token",), False, True
+        "metadata",
+        ("test_fp4_graph_state_has_a_row_for_every_token",),
+        False,
+        True,
     ),
-    "0005_own_output": (
-        "metadata", ("test_ragged_verify_output_is_its_own_tensor",), False, False
-    ),
+    "0005_own_output": ("metadata", ("test_ragged_verify_output_is_its_own_tensor",), False, False),
     "0006_shared_metadata": ("metadata", ("test_draft_steps_share_one_metadata",), False, False),
     "0006_no_parent_state": (
-        "metadata", ("test_init_cuda_graph_state_allocates_no_parent_state",), False, False
+        "metadata",
+        ("test_init_cuda_graph_state_allocates_no_parent_state",),
+        False,
+        False,
     ),
     "0006_step_guard": ("metadata", ("test_later_draft_step_has_no_graph_state",), False, False),
     "0007_kernel_default_arguments": ("metadata", ("test_default_arguments",), True, False),
     "0007_kernel_kv_lens_out": ("metadata", ("test_kv_lens_out_and_offset",), False, False),
     "0007_kernel_large_default_arguments": (
-        "metadata", ("test_large_default_arguments",), True, True
+        "metadata",
+        ("test_large_default_arguments",),
+        True,
+        True,
     ),
     "0007_kernel_large_kv_lens_out": (
-        "metadata", ("test_large_kv_lens_out_and_offset",), False, True
+        "metadata",
+        ("test_large_kv_lens_out_and_offset",),
+        False,
+        True,
     ),
     "0007_graph_metadata": ("metadata", ("test_graph_metadata",), False, False),
 }
