@@ -164,10 +164,13 @@ def test_what_needs_the_series_commits_skips_there_saying_why(host: Path, instal
 
 
 def test_the_registered_test_reaches_the_host(host: Path, installed: dict):
-    """v0.5.23's registered test (0007 adds it under test/): all 16 cases of
-    test_registered23.py errored on the H200 with "upstream test file missing"."""
+    """v0.5.23's registered tests (the series adds them under test/): all 16
+    cases of test_registered23.py errored on the H200 with "upstream test file
+    missing"."""
     source = (ROOT / "tests" / "v0_5_23" / "test_registered23.py").read_text()
-    path = re.search(r'^UPSTREAM_PATH = "([^"]+)"$', source, re.M)[1]  # where it looks
+    paths = re.findall(r'^    "\w+": "(test/registered/[^"]+)",$', source, re.M)  # FILES
+    assert paths, "test_registered23.FILES names no upstream file"
     built = Layout.create(ROOT / "build", base="v0.5.23")
-    there = host / "build" / "v0.5.23" / "sglang" / path
-    assert there.read_bytes() == (built.sglang / path).read_bytes()
+    for path in paths:
+        there = host / "build" / "v0.5.23" / "sglang" / path
+        assert there.read_bytes() == (built.sglang / path).read_bytes()

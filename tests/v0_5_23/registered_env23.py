@@ -1,7 +1,6 @@
-"""pytest plugin (``-p registered_env23``) for the upstream test file's child run.
+"""pytest plugin (``-p registered_env23``) for the upstream test files' child runs.
 
-The upstream file (patches/v0.5.23 0007, ``test/registered/attention/unittests/
-mla/test_trtllm_mla_cuda_graph_metadata.py``) assumes upstream's CI: FlashInfer,
+The series' upstream test files (``test_registered23.FILES``) assume upstream's CI: FlashInfer,
 sgl_kernel and a GPU. This project's machines have neither package (and the
 CPU host no GPU), so the child installs the harness's replacements before the
 file imports sglang (``mla_harness.replacements``, each with its reason):
