@@ -124,6 +124,7 @@ class Runner:
     label = ""  # the name in the report (default: ``name``)
     module = ""  # the runner class's module
     verify = False  # the reference's KV length: seq_lens (+ the draft tokens: verify)
+    target_pool = False  # reads the target's KV pool (the unified pool's physical pages)
 
     def __init__(self, env, backends: list, width: int):
         import torch
@@ -172,6 +173,14 @@ class Runner:
                 return attention.attend_split(backend, forward_batch, self.layer, q, k, k_rope)
             return attention.attend(backend, forward_batch, self.layer, q)
 
+    def oracle(self, batch):
+        """``batch``'s kernel lengths and block table from ``req_to_token``
+        alone (``consumer.Check.oracle``); a target-model runner on the
+        unified pool reads its physical pages."""
+        env = self.env
+        offset = env.setup.draft_tokens if self.verify else 0
+        return env.check.oracle(batch, offset, self.target_pool and env.setup.unified_pool)
+
     def reference(self, batch, bs: int):
         """The reference output of the first ``bs`` requests' query rows, on
         ``batch``'s lengths and table from ``req_to_token`` alone."""
@@ -179,11 +188,30 @@ class Runner:
         from .consumer import paged_mla_decode
 
         env = self.env
-        lens, table = env.check.oracle(batch, env.setup.draft_tokens if self.verify else 0)
+        lens, table = self.oracle(batch)
         q4 = self.query[: bs * self.width].view(bs, self.width, env.heads, KV_DIM)
         if self.latent is not None:  # FP8: rounded here by a cast, not by the backend
             q4 = q4.to(env.check.kv_cache.dtype)
         return paged_mla_decode(q4, env.check.kv_cache, table, lens, env.setup.page_size)
+
+    def table_mismatches(self, batch, raw_bs: int) -> int:
+        """What the kernel of the graph just replayed reads (the metadata
+        captured at that size, ``decode_cuda_graph_metadata[bs]``: its
+        ``seq_lens_k`` and the block-table rows over each request's pages)
+        against the oracle: the (backend, request) pairs that differ."""
+        lens, table = self.oracle(batch)
+        page = self.env.setup.page_size
+        bad = 0
+        for backend in self.backends:
+            metadata = backend.decode_cuda_graph_metadata[self.runner.bs]
+            for i in range(raw_bs):
+                n = int(lens[i])
+                pages = -(-n // page)
+                row = metadata.block_kv_indices[i, :pages].long().cpu()
+                bad += not (
+                    int(metadata.seq_lens_k[i]) == n and row.equal(table[i, :pages].long().cpu())
+                )
+        return bad
 
     def outputs(self, out, bs: int) -> list:
         """What each attention layer returned, as (bs, width, heads, V_DIM)."""
@@ -342,6 +370,7 @@ class VerifyRunner(Runner):
     name, module = "DecodeCudaGraphRunner", DECODE
     label = "DecodeCudaGraphRunner (target verify)"
     verify = True
+    target_pool = True
 
     def __init__(self, env):
         super().__init__(env, [env.backends.target], env.setup.draft_tokens)
@@ -406,18 +435,40 @@ class VerifyRunner(Runner):
             seq_lens_cpu=base.seq_lens_cpu,
         )
         fb = self.forward_batch(
-            ForwardMode.TARGET_VERIFY, base, tokens, spec_info, CaptureHiddenMode.FULL
+            ForwardMode.TARGET_VERIFY,
+            base,
+            tokens,
+            spec_info,
+            CaptureHiddenMode.FULL,
+            write=self.window(batch, 0, w),
         )
         return batch, fb
 
-    def forward_batch(self, mode, base, tokens: int, spec_info, hidden_mode, positions=None):
+    def window(self, batch, start: int, width: int):
+        """The virtual KV slots a forward of ``batch`` writes: ``width`` per
+        request from ``seq_len + start`` (``req_to_token``), flattened."""
+        import torch
+
+        r2t = self.env.backends.runner.req_to_token_pool.req_to_token
+        rows = [
+            r2t[row, n + start : n + start + width]
+            for row, n in zip(batch.req_pool_indices, batch.seq_lens, strict=True)
+        ]
+        return torch.cat(rows).long()
+
+    def forward_batch(
+        self, mode, base, tokens: int, spec_info, hidden_mode, positions=None, write=None
+    ):
         """The ``ForwardBatch`` of ``base``'s requests and ``tokens`` tokens
-        (token ids and cache locations zeroed: not on the metadata path)."""
+        writing the virtual slots ``write``, bound to a plan of its own as
+        ``ForwardBatch.init_new`` binds one (``KVIndexTranslator.own_plan``,
+        ``forward_batch_info.py:1139-1142``: the iteration's ids, translated
+        once; token ids zeroed: not on the metadata path)."""
         import torch
         from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 
         dev = self.env.device
-        return ForwardBatch(
+        fb = ForwardBatch(
             forward_mode=mode,
             batch_size=base.batch_size,
             input_ids=torch.zeros(tokens, dtype=torch.int64, device=dev),
@@ -425,7 +476,7 @@ class VerifyRunner(Runner):
             seq_lens=base.seq_lens,
             seq_lens_cpu=base.seq_lens_cpu,
             orig_seq_lens=base.seq_lens,
-            out_cache_loc=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            out_cache_loc=write,
             seq_lens_sum=base.seq_lens_sum,
             positions=(
                 positions
@@ -438,6 +489,8 @@ class VerifyRunner(Runner):
             capture_hidden_mode=hidden_mode,
             can_run_decode_cuda_graph=True,
         )
+        self.env.backends.runner.kv_index_translator.bind_own_plan(fb)
+        return fb
 
     def lora(self, fb) -> None:
         """Two captures per size: every other batch carries an adapter id
@@ -491,7 +544,13 @@ class DecodeRunner(VerifyRunner):
 
         batch, base = self.env.base_batch(raw_bs, ForwardMode.DECODE)
         fb = self.forward_batch(
-            ForwardMode.DECODE, base, raw_bs, None, CaptureHiddenMode.NULL, base.seq_lens - 1
+            ForwardMode.DECODE,
+            base,
+            raw_bs,
+            None,
+            CaptureHiddenMode.NULL,
+            base.seq_lens - 1,
+            write=self.window(batch, -1, 1),  # the token at position seq_len - 1
         )
         return batch, fb
 
@@ -529,7 +588,7 @@ class RunnerCheck:
         # The KV cache dtype the backends are built with (the stand-in model
         # runner's kv_cache_dtype, as --kv-cache-dtype sets ModelRunner's).
         kv_dtype = getattr(torch, variant.kv_dtype)
-        setup = dataclasses.replace(setup, kv_dtype=kv_dtype)
+        setup = dataclasses.replace(setup, kv_dtype=kv_dtype, unified_pool=variant.unified_pool)
         self.fp8 = kv_dtype == torch.float8_e4m3fn
         self.setup, self.device = setup, device
         self.check = Check(setup, device=device, seed=seed)
@@ -581,10 +640,15 @@ class RunnerCheck:
             decode.build(None)
             self.runners = [decode]
             return
-        draft, verify, extend = DraftRunner(self), VerifyRunner(self), DraftExtendRunner(self)
+        verify = VerifyRunner(self)
         replacements.target_runner_fields(
             self.backends, verify.model_forward, module=variant.compile_max_bs > 0
         )
+        if not variant.draft_runners:  # the target's runner alone
+            verify.build(None)
+            self.runners = [verify]
+            return
+        draft, extend = DraftRunner(self), DraftExtendRunner(self)
         worker = replacements.draft_worker(
             self.backends, setup, draft.draft_forward, extend.model_forward
         )
@@ -633,6 +697,8 @@ class RunnerCheck:
                 "paths": {},
                 "graphs": {},
                 "graph_err": {},
+                "tables": 0,
+                "table_mismatches": 0,
             }
             for r in self.runners
         }
@@ -647,6 +713,8 @@ class RunnerCheck:
                 st["paths"][r.path] = st["paths"].get(r.path, 0) + 1
                 st["graphs"][r.graph()] = st["graphs"].get(r.graph(), 0) + 1
                 label = r.graph()
+                st["table_mismatches"] += r.table_mismatches(batch, raw_bs)
+                st["tables"] += raw_bs * len(r.backends)
                 for got in outs:
                     err = rel_err(got, ref)
                     st["worst"] = max(st["worst"], err)
@@ -681,6 +749,10 @@ class RunnerCheck:
                     "addresses_checked": getattr(r.runner.backend, "eager_checked", 0),
                     "orders_checked": r.orders_checked,
                     "compared": st["compared"],
+                    # (backend, request) pairs whose replayed kernel metadata
+                    # was checked against the oracle, and those that differed
+                    "tables": st["tables"],
+                    "table_mismatches": st["table_mismatches"],
                     "max_rel_err": st["worst"],
                     "stale_rel_err": stale,
                 }
@@ -864,6 +936,18 @@ class Variant:
     # float64 as the consumer: equal inputs, so the tests' 1e-9 (rounding of
     # float64 sums only) holds for FP8 as for bf16.
     kv_dtype: str = "bfloat16"
+    # The target's KV pool is SGLang's translating unified pool
+    # (``--enable-unified-memory`` on an MLA hybrid-Mamba model,
+    # ``unified_pool``): the verify and decode runners' backends translate
+    # through the iteration's plan, on the host before each replay on both
+    # trees (v0.5.23's ``_apply_cuda_graph_metadata``; the series keeps
+    # that path for a translating pool without DCP, ``_copy_plan_graph_
+    # metadata``); the reference reads the allocator's v2p table.
+    unified_pool: bool = False
+    # Build the draft worker's runners too (False: the target's alone; with
+    # ``unified_pool`` an MLA draft keeps a private, virtually indexed pool,
+    # ``sglang_api.runner_fields``, the default variant's path).
+    draft_runners: bool = True
 
 
 VARIANTS = {
@@ -880,6 +964,13 @@ VARIANTS = {
     "compile": Variant(SETUPS[:1], compile_max_bs=2),
     # An FP8 KV cache (--kv-cache-dtype fp8_e4m3).
     "fp8": Variant(SETUPS[:1], kv_dtype="float8_e4m3fn"),
+    # --enable-unified-memory: target verify and plain decode on the
+    # translating pool.
+    "unified": Variant(
+        ((dict(page_size=32, context_len=1024, max_bs=3), (1, 3)),),
+        unified_pool=True,
+        draft_runners=False,
+    ),
 }
 
 

@@ -54,6 +54,10 @@ class V0512:
             from sglpatch.errors import UserError
 
             raise UserError("DCP is a v0.5.23 mode: v0.5.12's trtllm_mla has none")
+        if setup.unified_pool:
+            from sglpatch.errors import UserError
+
+            raise UserError("the unified memory pool is a v0.5.23 pool: v0.5.12 has none")
         set_global_server_args_for_scheduler(runner.server_args)
         replacements.install_attention_tp(setup.model.attention_tp_size)
         replacements.install_flashinfer_wrappers()
@@ -130,6 +134,15 @@ class V0523:
 
         self.configure(setup)
         use_cuda = torch.device(device).type == "cuda"
+        if setup.unified_pool:  # the target's pool stack, built as a server builds it
+            from . import unified_pool
+
+            with self.device_calls(use_cuda):
+                stack = unified_pool.build(setup, device, runner.req_to_token_pool)
+            runner.req_to_token_pool = stack.req_to_token_pool
+            runner.token_to_kv_pool = stack.token_to_kv_pool
+            runner.token_to_kv_pool_allocator = stack.allocator
+            runner.unified_pool = stack
         replacements.install_construction_stand_ins(module, use_cuda)
         replacements.install_flashinfer_wrappers()
         target_runner = runner_fields(runner, setup, device, is_draft_worker=False)
@@ -167,6 +180,10 @@ class V0523:
             size, rank = setup.dcp_size, setup.dcp_rank
             dcp = dict(dcp_size=size, attn_dcp_size=size, dcp_rank=rank, attn_dcp_rank=rank)
             dcp["dcp_enabled"] = True
+        elif setup.unified_pool:
+            # The unified allocator reads the (attention) DCP rank, which the
+            # rank bundle of a world without DCP holds as 0 (size 1).
+            dcp = dict(dcp_size=1, attn_dcp_size=1, dcp_rank=0, attn_dcp_rank=0)
         parallel = get_parallel().override(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp, **dcp)
         parallel.__enter__()
         _installed.append(SimpleNamespace(restore=lambda: parallel.__exit__(None, None, None)))
@@ -276,14 +293,24 @@ def runner_fields(runner, setup, device: str, is_draft_worker: bool):
     from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
 
     pool = runner.req_to_token_pool
-    # Any pool that is not a PageInterleaveKVPoolMixin: no KV sharding. The
-    # forward reads the KV buffer through the backend's own pool attribute,
-    # which attention.kernel_sink points at the harness's KV pool.
-    runner.token_to_kv_pool = SimpleNamespace()
-    # SGLang's own translator over a static pool: reads stay in req_to_token.
+    allocator = getattr(runner, "token_to_kv_pool_allocator", None)
+    if allocator is None or is_draft_worker:
+        # Any pool that is not a PageInterleaveKVPoolMixin: no KV sharding. The
+        # forward reads the KV buffer through the backend's own pool attribute,
+        # which attention.kernel_sink points at the harness's KV pool. With the
+        # unified pool (``unified_pool``) this is the draft's: an MLA draft
+        # keeps a private pool (a fused draft pool is MHA, ``unified_draft_pool.
+        # UnifiedDraftKVPool``), indexed by the virtual ids, over the target's
+        # allocator and req_to_token.
+        runner.token_to_kv_pool = SimpleNamespace()
+    if allocator is None:  # a static pool: an allocator the translator reads the page size of
+        allocator = SimpleNamespace(page_size=setup.page_size)
+    # SGLang's own translator, as ModelRunner.init_kv_index_translator builds
+    # it: over a static or private pool reads stay in req_to_token; over the
+    # unified pool's (the target's) it translates.
     runner.kv_index_translator = KVIndexTranslator(
         req_to_token=pool.req_to_token,
-        token_to_kv_pool_allocator=SimpleNamespace(page_size=setup.page_size),
+        token_to_kv_pool_allocator=allocator,
         token_to_kv_pool=runner.token_to_kv_pool,
         page_size=setup.page_size,
         device=device,
