@@ -120,7 +120,7 @@ def local_max(setup, n: int) -> int:
     return max(len(range(r, n, d)), 1)
 
 
-def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
+def run_rank(setup, device: str, replays: int, seed: int, phases=None) -> tuple[list, list]:
     import torch
 
     from .consumer import Check
@@ -129,6 +129,8 @@ def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
 
     summary, records = [], []
     for phase in on_base("v0.5.23"):
+        if phases and phase.name not in phases:
+            continue
         # Backends of their own per phase, as a server's runner captures either
         # plain decode or target verify on its target backend.
         check = Check(setup, device=device, seed=seed)
@@ -251,6 +253,9 @@ def main(argv=None) -> int:
     parser.add_argument("--replays", type=int, default=6)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument(
+        "--phases", nargs="+", metavar="PHASE", help="only these phases (default: every one)"
+    )
+    parser.add_argument(
         "--unified-pool",
         action="store_true",
         help="the target's KV pool is the translating unified pool (unified_pool)",
@@ -266,7 +271,7 @@ def main(argv=None) -> int:
             **SETUP, dcp_size=args.dcp_size, dcp_rank=rank, unified_pool=args.unified_pool
         )
         with current().device_calls(args.device == "cuda"):
-            summary, recs = run_rank(setup, args.device, args.replays, seed=rank)
+            summary, recs = run_rank(setup, args.device, args.replays, rank, args.phases)
         report += [{"rank": rank, **s} for s in summary]
         records.append(recs)
     args.out.write_bytes(pickle.dumps(records))
