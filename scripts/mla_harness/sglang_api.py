@@ -156,6 +156,15 @@ class V0523:
             draft_extend = module.TRTLLMMLABackend(draft_runner, skip_prefill=False)
         return Backends(target_runner, draft, target, draft_extend, draft_runner)
 
+    def draft_backend(self, runner, device: str, **kwargs):
+        """One more ``TRTLLMMLABackend`` on the draft worker's ``runner``, as
+        a draft worker with a runner per MTP layer, or one using its model
+        runner's own backend, builds it (``skip_prefill`` as given)."""
+        from sglang.srt.layers.attention import trtllm_mla_backend as module
+
+        with self.device_calls(torch.device(device).type == "cuda"):
+            return module.TRTLLMMLABackend(runner, **kwargs)
+
     @staticmethod
     def configure(setup) -> None:
         """Publish the server args and parallel state the backends read."""
