@@ -144,7 +144,8 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
 
 18. ``uvicorn`` and ``fastapi``: the kit imports ``ModelRunner``, whose import
    chain reaches the HTTP server's modules; stub modules whose every name is
-   inert (``kit_env``). Nothing on the attention path calls them.
+   inert (``install_inert_modules``; 22 uses them too). Nothing on the
+   attention path calls them.
 19. The kit's ``prepare_mla_runner_inputs`` (``kit_fix``, where a test asks
    for the corrected kit): v0.5.23's writes the prefix KV at contiguous slots
    whatever layout the batch's ``req_to_token`` has (``mla_attention.py:
@@ -175,6 +176,31 @@ With an FP8 KV cache (``runner_check --variant fp8``, ``ragged_verify_check
    the kernel receives it (7: FP8, asserted) and compared with the query
    rounded by a plain cast. The real JIT kernel is tried first and kept when
    it builds; a line on stderr says when the stand-in is used.
+
+``runner_check``'s "multi_layer" and "frozen_kv" variants build v0.5.23's
+``MultiLayerEagleMultiStepDraftExtendCudaGraphRunner`` and
+``FrozenKVMTPCudaGraphRunner`` (``multi_layer_draft_worker``,
+``frozen_kv_worker``): 13-16 as for the EAGLE runners (13: one attention
+layer per MTP layer's forward, through that layer's own backend, and a zero
+logit row per request; the frozen draft loop's forwards, as
+``FrozenKVMTPDraftWorker.draft_forward`` runs them under its target-pool
+view), their workers the real classes made without ``__init__`` (which loads
+the draft models), and
+
+22. ``setproctitle``, ``uvicorn`` and ``fastapi`` (when not installed): the
+   workers' modules import the scheduler's (``GenerationBatchResult``), which
+   imports them at load (the process title, the HTTP server); inert modules
+   as in 18 (their names are used at import, so they cannot raise). Nothing
+   the runners run calls them.
+
+The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
+nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
+allocator and ``req_to_token`` pool on the harness's device, and the model
+runner's ``KVIndexTranslator`` is built over them as ``ModelRunner`` builds it
+(``sglang_api.runner_fields``). Only the parallel state is set, as in 17: a
+world without DCP's size 1 and rank 0 (the allocator reads the DCP rank). The
+kernel (7) reads the harness's KV buffer, indexed by the physical pages the
+translator hands it.
 """
 
 from __future__ import annotations
