@@ -32,7 +32,15 @@ the storages its capture touched (replacement 16), and the decode runner's
 order must be the table kernel, the marker, then attention
 (``check_marker_order``).
 
-Replaced (``replacements.py`` 13-16): the models (one attention layer per
+Further server configurations are ``VARIANTS`` rows: among them the target's
+KV pool as SGLang's translating unified pool ("unified": verify and plain
+decode read its physical pages), and the draft worker's other runner classes
+(``DRAFT_RUNNERS``: multi-layer EAGLE's per-step draft-extend graphs,
+"multi_layer"; Frozen-KV MTP's draft loop, "frozen_kv"). After every replay
+the metadata the replayed graph's kernel reads (its size's ``seq_lens_k`` and
+block-table rows) is compared with the oracle too (``table_mismatches``).
+
+Replaced (``replacements.py`` 13-16, 22): the models (one attention layer per
 forward through the backend's real forward, the kernel being
 ``attention.kernel_sink``'s reference, replacement 7); the TP group and
 ``graph_capture`` of a one-process world; the model runner's one-time kernel
