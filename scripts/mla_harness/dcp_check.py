@@ -143,7 +143,7 @@ def run_rank(setup, device: str, replays: int, seed: int, phases=None) -> tuple[
             step = driver.in_graph(bs)
             graphs[bs] = ForwardGraph(step, device) if step is not None else None
         # The unified pool: the target's backends read its physical pages (the
-        # draft's keep a private pool, ``sglang_api.runner_fields``). After the
+        # draft's are not on it, ``sglang_api.runner_fields``). After the
         # captures the allocator moves live pages (``unified_pool.release``),
         # rebinding its v2p table in place: the replays must read the new places.
         unified = getattr(check.backends.runner, "unified_pool", None)
@@ -225,7 +225,7 @@ def after_capture_churn(runner, backend, unified) -> dict:
     address, before = v2p.data_ptr(), v2p.clone()
     release(allocator, unified.fillers)
     after = allocator.full_v2p_page_table
-    # The target translator's (the draft's private pool has none to hand).
+    # The target's translator, and the backend's (the draft's hands none).
     translator = runner.kv_index_translator
     own = backend_translator(backend).full_v2p_table
     moved = (after != before) & (before >= 0) & (after >= 0)  # live pages, moved

@@ -1194,9 +1194,8 @@ class Variant:
     unified_pool: bool = False
     # The draft worker's runners (``DRAFT_RUNNERS``), built after the target's
     # verify runner: EAGLE's multi-step draft and draft extend by default;
-    # none: the target's alone (with ``unified_pool`` an MLA draft keeps a
-    # private, virtually indexed pool, ``sglang_api.runner_fields``: the
-    # default variant's path).
+    # none: the target's alone (with ``unified_pool``: no server runs an MLA
+    # draft on that pool, ``sglang_api.runner_fields``).
     draft: tuple = ("draft", "draft_extend")
     # Also a plain-decode server's ``DecodeCudaGraphRunner`` (spec NONE).
     decode: bool = True

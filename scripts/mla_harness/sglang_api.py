@@ -307,16 +307,17 @@ def runner_fields(runner, setup, device: str, is_draft_worker: bool):
         # Any pool that is not a PageInterleaveKVPoolMixin: no KV sharding. The
         # forward reads the KV buffer through the backend's own pool attribute,
         # which attention.kernel_sink points at the harness's KV pool. With the
-        # unified pool (``unified_pool``) this is the draft's: an MLA draft
-        # keeps a private pool (a fused draft pool is MHA, ``unified_draft_pool.
-        # UnifiedDraftKVPool``), indexed by the virtual ids, over the target's
-        # allocator and req_to_token.
+        # unified pool (``unified_pool``) the draft's backends keep this one,
+        # not translating: no server runs an MLA draft on it (EAGLE on a
+        # hybrid-Mamba unified target needs the draft's KV fused into the
+        # target's pages, and only an MHA draft fuses: kv_cache_configurator.
+        # py:1111-1117, 1385-1405), so the unified checks drive the target's.
         runner.token_to_kv_pool = SimpleNamespace()
     if allocator is None:  # a static pool: an allocator the translator reads the page size of
         allocator = SimpleNamespace(page_size=setup.page_size)
     # SGLang's own translator, as ModelRunner.init_kv_index_translator builds
-    # it: over a static or private pool reads stay in req_to_token; over the
-    # unified pool's (the target's) it translates.
+    # it: over a static pool reads stay in req_to_token; over the unified
+    # pool's (the target's) it translates.
     runner.kv_index_translator = KVIndexTranslator(
         req_to_token=pool.req_to_token,
         token_to_kv_pool_allocator=allocator,

@@ -9,10 +9,11 @@ state, a ``UnifiedMambaTokenToKVPoolAllocator`` whose ids are VIRTUAL (what
 ``req_to_token`` stores) and map to physical pages through its
 ``full_v2p_page_table``. ``ModelRunner.init_kv_index_translator``
 (``model_runner.py:950-961``) then builds the ``KVIndexTranslator`` over that
-allocator and pool, which is translating (``kv_index_translator.py:129-140``).
+allocator and pool, which is translating (``kv_index_translator.py:136-147``).
 trtllm_mla is an allowed backend there (``arg_groups/kv_cache_hook.py``:
-``_SPEC_VERIFY_AUDITED_BACKENDS`` 478-487 for EAGLE's verify, the
-page-major allow-list 796-806, and under ``--dcp-size > 1`` 748-762).
+``_SPEC_VERIFY_AUDITED_BACKENDS`` 479-488 for EAGLE's verify, the
+page-major allow-list for MLA models 801-809, and under ``--dcp-size > 1``
+748-762).
 
 ``build`` makes that stack on the harness's device with the real
 ``init_unified_mamba_pools`` (one full-attention layer and one Mamba layer, as
@@ -23,7 +24,7 @@ request map to physical pages out of order) and writes ``req_to_token`` with
 the virtual ids: the harness's shuffled layout (``standin.req_to_token_pool``)
 with each of its pages replaced by an allocated virtual page. Under DCP the
 allocator's pages are widened (``page_size * dcp_size`` tokens,
-``unified_mamba.py:59-67``), which is the harness layout's page too.
+``unified_mamba.py:61-74``), which is the harness layout's page too.
 
 The reference (``physical_pages``) is the allocator's documented rule,
 ``physical(t) = v2p[t // ps] * ps + t % ps`` (``MultiEndedAllocator.

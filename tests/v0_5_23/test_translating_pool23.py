@@ -6,11 +6,12 @@ unified_pool``: ``init_unified_mamba_pools``, its
 ``UnifiedMambaTokenToKVPoolAllocator``, and the real ``KVIndexTranslator`` the
 model runner builds over them, which translates): ``req_to_token`` holds
 virtual ids, which the allocator hands out and maps to physical pages out of
-order. The target model's backends (verify, plain decode) read it; an MLA
-draft keeps a private pool indexed by the virtual ids (a fused draft pool is
-MHA only, ``mem_cache/unified_draft_pool.py:36``), so the draft and
-draft-extend backends take the paths ``test_real_runner23`` and
-``test_dcp23`` already cover, and are not repeated here.
+order. The target model's backends read it: plain decode, and verify (an
+EAGLE server on this pool needs a draft whose KV fuses into the target's
+pages, an MHA draft on its own backend: ``mem_cache/kv_cache_configurator.py:
+1111-1117, 1385-1405``). No server runs trtllm_mla's draft or draft-extend
+backends on it (an MLA draft does not fuse, and EAGLE refuses one that does
+not), so those are not driven here.
 
 - Without DCP (``runner_check --variant unified``): v0.5.23's real
   ``DecodeCudaGraphRunner`` in target verify and in plain decode, each batch
@@ -24,7 +25,10 @@ draft-extend backends take the paths ``test_real_runner23`` and
   every layer's output a float64 reference over them. CPU: each graph re-run
   with its capture's metadata objects (``frozen``, as in
   ``test_real_runner23``); GPU: real CUDA graphs.
-- DCP 2, every rank (``dcp_check --unified-pool``): the rank's page table over
+- DCP 2, every rank (``dcp_check --unified-pool``; under speculative
+  decoding a DCP server's decode backend is cutedsl_mla, a ``TRTLLMMLABackend``
+  that replaces only the kernel, ``attention_registry.py:99-106``,
+  ``cutedsl_mla_backend.py:59-80``): the rank's page table over
   its cyclic slice, translated through the allocator's v2p table, which
   v0.5.23 rebuilds on the host and the series inside the graph (the table
   kernel reads ``full_v2p_table``, taken by the translator once, at its
