@@ -840,8 +840,9 @@ class RunnerCheck:
         page = setup.page_size
         # The runners first (a draft runner may bring backends of its own);
         # their builds, which capture, come last.
-        target = VerifyRunner(self) if speculative else DecodeRunner(self)
+        target = DecodeRunner(self) if not speculative else VerifyRunner(self)
         drafts = [DRAFT_RUNNERS[name](self) for name in variant.draft] if speculative else []
+        targets = [target] if variant.verify or not speculative else []
         all_backends = [
             *self.backends.draft.attn_backends,
             self.backends.target,
@@ -892,8 +893,9 @@ class RunnerCheck:
             named["draft_extend"].model_forward if "draft_extend" in named else None,
         )
         # An EAGLE iteration's order: the draft, verify, then the draft extend.
-        self.runners = [*drafts[:1], target, *drafts[1:]] if "draft" in named else [target, *drafts]
-        for runner in (target, *drafts):  # the order the workers build them
+        first = drafts[:1] if "draft" in named else []
+        self.runners = [*first, *targets, *drafts[len(first) :]]
+        for runner in (*targets, *drafts):  # the order the workers build them
             runner.build(worker)
 
     def base_batch(self, raw_bs: int, mode, extend=None):
@@ -1199,6 +1201,8 @@ class Variant:
     draft: tuple = ("draft", "draft_extend")
     # Also a plain-decode server's ``DecodeCudaGraphRunner`` (spec NONE).
     decode: bool = True
+    # The target's verify runner (False: the draft runners alone).
+    verify: bool = True
 
 
 VARIANTS = {
@@ -1220,6 +1224,7 @@ VARIANTS = {
         ((dict(page_size=32, context_len=1024, max_bs=3), (1, 3)),),
         draft=("multi_layer",),
         decode=False,
+        verify=False,
     ),
     # --speculative-algorithm FROZEN_KV_MTP (never with trtllm_mla in
     # v0.5.23: FrozenKVRunner), a draft loop of 3 forwards.
@@ -1227,6 +1232,7 @@ VARIANTS = {
         ((dict(page_size=32, context_len=1024, max_bs=3), (1, 3)),),
         draft=("frozen_kv",),
         decode=False,
+        verify=False,
     ),
     # --enable-unified-memory: target verify and plain decode on the
     # translating pool.
