@@ -91,7 +91,9 @@ def unified23(trees_of, device, request):
     replays = request.config.getoption("--graph-replays") if cuda else CPU_REPLAYS
     dcp_replays = min(replays, 40) if cuda else 3
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runners = {name: pool.submit(_runners, path, device, replays) for name, path in trees23.items()}
+        runners = {
+            name: pool.submit(_runners, path, device, replays) for name, path in trees23.items()
+        }
         dcp = {name: pool.submit(_dcp, path, device, dcp_replays) for name, path in trees23.items()}
         return {
             "replays": replays,
