@@ -14,11 +14,8 @@ a float32 paged MLA decode (``paged_decode``) that records each call.
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.machinery
 import os
 import sys
-import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,51 +24,13 @@ SCRIPTS = HERE.parent
 CALLS: list[dict] = []
 
 
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    roots = ("uvicorn", "fastapi")
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        m = types.ModuleType(spec.name)
-        m.__path__ = []
-        m.__file__ = f"<stub {spec.name}>"
-
-        def __getattr__(attr):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            return type(attr, (_Anything,), {})
-
-        m.__getattr__ = __getattr__
-        return m
-
-    def exec_module(self, module):
-        pass
-
-
 def enter(tree: str, use_cuda: bool = False) -> None:
     sys.path.insert(0, str(SCRIPTS))
     from mla_harness import replacements
 
     replacements.prepare_environment(use_cuda)
     assert use_cuda or os.environ["TRITON_INTERPRET"] == "1"
-    sys.meta_path.insert(0, _StubFinder())
+    replacements.install_inert_modules(("uvicorn", "fastapi"), only_absent=False)
     sys.path.insert(0, str(Path(tree).resolve()))
 
 

@@ -32,6 +32,9 @@ Modules, one job each:
   v0.5.23's own.
 - ``dcp_check``: DCP 2 / 4, every rank: what each rank's kernel receives after
   every replay, against the DCP layout's reference (v0.5.23).
+- ``unified_pool``: SGLang's translating KV pool (the unified memory pool of an
+  MLA hybrid-Mamba model), built with SGLang's own classes, and the
+  allocator's virtual-to-physical rule the references read (v0.5.23).
 """
 
 import os as _os

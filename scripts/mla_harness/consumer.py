@@ -74,6 +74,11 @@ class Check:
         self.backends = standin.build_backends(setup, device, seed)
         self.rng = random.Random(seed)
         pages = setup.rows * (setup.context_len // setup.page_size) + 2
+        unified = getattr(self.backends.runner, "unified_pool", None)
+        if unified is not None:  # indexed by its physical and its virtual pages
+            from .unified_pool import kv_pages
+
+            pages = max(pages, kv_pages(unified.allocator))
         gen = torch.Generator(device=device).manual_seed(seed)
         self.kv_cache = torch.randn(pages, setup.page_size, 576, device=device, generator=gen).to(
             torch.bfloat16
@@ -89,11 +94,14 @@ class Check:
         ext = tuple(extend_uniform or self.rng.randint(1, s.steps + 1) for _ in range(raw_bs))
         return Batch(tuple(self.rng.sample(range(s.rows), raw_bs)), lens, ext)
 
-    def oracle(self, batch, offset: int):
+    def oracle(self, batch, offset: int, translated: bool = False):
         """The kernel lengths and block table of ``batch``, from ``req_to_token``
         alone (not from either tree's metadata code): each request's KV length
         is its seq_len plus ``offset`` (target verify's draft tokens), and its
-        pages are the pages of its first token of each ``page_size``."""
+        pages are the pages of its first token of each ``page_size``;
+        ``translated``: those (virtual) pages' physical pages in the unified
+        pool (``unified_pool.physical_pages``), for a reader of the target's
+        translating pool."""
         import torch
 
         page = self.setup.page_size
@@ -102,8 +110,12 @@ class Check:
         width = int(-(-lens.max() // page))
         table = torch.zeros(batch.size, width, dtype=torch.int64, device=self.device)
         for r, (row, n) in enumerate(zip(batch.req_pool_indices, lens.tolist(), strict=True)):
-            pages = pool[row, : -(-n // page) * page : page] // page
+            pages = pool[row, : -(-n // page) * page : page].long() // page
             table[r, : len(pages)] = pages
+        if translated:
+            from .unified_pool import physical_pages
+
+            table = physical_pages(self.backends.runner.unified_pool.allocator, table)
         return lens, table
 
     def run(self, mode: str, replays: int) -> dict:

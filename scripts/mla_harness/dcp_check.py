@@ -73,9 +73,14 @@ def kernel_args(backend, fb, layer_id: int, heads: int, q_len: int) -> dict:
     return seen
 
 
-def reference(setup, req_to_token, batch, offset: int) -> dict:
-    """Rank ``setup.dcp_rank``'s kernel inputs for ``batch``, by definition."""
+def reference(setup, req_to_token, batch, offset: int, allocator=None) -> dict:
+    """Rank ``setup.dcp_rank``'s kernel inputs for ``batch``, by definition;
+    with the unified pool's ``allocator`` (a reader of the target's
+    translating pool) the local pages are its physical pages
+    (``unified_pool.physical_pages``)."""
     import torch
+
+    from .unified_pool import physical_pages
 
     d, r, page = setup.dcp_size, setup.dcp_rank, setup.page_size
     global_lens = [n + offset for n in batch.seq_lens]
@@ -84,7 +89,10 @@ def reference(setup, req_to_token, batch, offset: int) -> dict:
         positions = torch.arange(r, n, d)
         slots = req_to_token[row, positions].long().cpu() // d
         local_lens.append(len(positions))
-        tables.append((slots[::page] // page).tolist())
+        pages = slots[::page] // page
+        if allocator is not None:
+            pages = physical_pages(allocator, pages)
+        tables.append(pages.tolist())
     return {"global": global_lens, "local": local_lens, "tables": tables}
 
 
@@ -112,7 +120,7 @@ def local_max(setup, n: int) -> int:
     return max(len(range(r, n, d)), 1)
 
 
-def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
+def run_rank(setup, device: str, replays: int, seed: int, phases=None) -> tuple[list, list]:
     import torch
 
     from .consumer import Check
@@ -121,6 +129,8 @@ def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
 
     summary, records = [], []
     for phase in on_base("v0.5.23"):
+        if phases and phase.name not in phases:
+            continue
         # Backends of their own per phase, as a server's runner captures either
         # plain decode or target verify on its target backend.
         check = Check(setup, device=device, seed=seed)
@@ -132,6 +142,15 @@ def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
             driver.capture(bs)()
             step = driver.in_graph(bs)
             graphs[bs] = ForwardGraph(step, device) if step is not None else None
+        # The unified pool: the target's backends read its physical pages (the
+        # draft's are not on it, ``sglang_api.runner_fields``). After the
+        # captures the allocator moves live pages (``unified_pool.release``),
+        # rebinding its v2p table in place: the replays must read the new places.
+        unified = getattr(check.backends.runner, "unified_pool", None)
+        allocator = unified.allocator if unified is not None and phase.role == "target" else None
+        pool_state = {}
+        if unified is not None:
+            pool_state = after_capture_churn(check.backends.runner, driver.backend, unified)
         offset = setup.draft_tokens if phase.mode == "TARGET_VERIFY" else 0
         uniform = driver.q_len if phase.role == "draft_extend" else None
         # The forward's max_seq_len: the graph's bound, plus the query tokens
@@ -147,7 +166,11 @@ def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
             driver.replay(batch, bs)()
             if graphs[bs] is not None:
                 graphs[bs].replay()
-            want = reference(setup, req_to_token, batch, offset)
+            want = reference(setup, req_to_token, batch, offset, allocator)
+            if allocator is not None:
+                pool_state["moved_reads"] += sum(
+                    bool(set(pages) & pool_state["moved"]) for pages in want["tables"]
+                )
             fb = driver.graph_batches[bs]
             for layer_id, backend in enumerate(driver.steps):
                 # What the captured graph's forward reads: this size's metadata.
@@ -168,7 +191,7 @@ def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
         for bs in range(1, setup.max_bs + 1):
             batch = check.batch(bs, uniform)
             driver.replay(batch, bs)  # loads the buffers; its call is not made
-            want = reference(setup, req_to_token, batch, offset)
+            want = reference(setup, req_to_token, batch, offset, allocator)
             backend = driver.steps[0]
             backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
             got = kernel_args(backend, driver.graph_batches[bs], 0, driver.heads, driver.q_len)
@@ -180,9 +203,48 @@ def run_rank(setup, device: str, replays: int, seed: int) -> tuple[list, list]:
                 "mismatches": len(bad),
                 "first": bad[:3],
                 "stale_caught": stale,
+                **{k: v for k, v in pool_state.items() if k != "moved"},
             }
         )
     return summary, records
+
+
+def after_capture_churn(runner, backend, unified) -> dict:
+    """Move live pages of the unified pool after the captures, through its
+    allocator (``unified_pool.release``), and what a graph relies on: the
+    table the backend's translator hands the DCP page-table kernel
+    (``full_v2p_table``, taken once at the translator's construction,
+    ``kv_index_translator.py:152``) is still the allocator's table, at the
+    address the captures saw (SGLang's rule: the live v2p table keeps a
+    stable address, ``layers/attention/linear/inkling_sconv_backend.py:32``;
+    a capacity change keeps its storage, ``unified_sub_pool.py:2069-2080``)."""
+    from .unified_pool import release
+
+    allocator = unified.allocator
+    v2p = allocator.full_v2p_page_table
+    address, before = v2p.data_ptr(), v2p.clone()
+    release(allocator, unified.fillers)
+    after = allocator.full_v2p_page_table
+    # The target's translator, and the backend's (the draft's hands none).
+    translator = runner.kv_index_translator
+    own = backend_translator(backend).full_v2p_table
+    moved = (after != before) & (before >= 0) & (after >= 0)  # live pages, moved
+    return {
+        "moved_pages": int(moved.sum()),
+        "moved": set(after[moved].tolist()),  # their new physical pages
+        "moved_reads": 0,  # rows of the replays that read a moved page
+        "v2p_stable": bool(
+            after.data_ptr() == address
+            and translator.full_v2p_table is after
+            and (own is None or own is after)
+        ),
+    }
+
+
+def backend_translator(backend):
+    """The translator a backend (or a multi-step draft's first step) reads."""
+    steps = getattr(backend, "attn_backends", None)
+    return (steps[0] if steps else backend).kv_index_translator
 
 
 def main(argv=None) -> int:
@@ -190,6 +252,14 @@ def main(argv=None) -> int:
     parser.add_argument("--dcp-size", type=int, required=True)
     parser.add_argument("--replays", type=int, default=6)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument(
+        "--phases", nargs="+", metavar="PHASE", help="only these phases (default: every one)"
+    )
+    parser.add_argument(
+        "--unified-pool",
+        action="store_true",
+        help="the target's KV pool is the translating unified pool (unified_pool)",
+    )
     args = parser.parse_args(argv)
     child.enter(args)
     from .sglang_api import current
@@ -197,9 +267,11 @@ def main(argv=None) -> int:
 
     report, records = [], []
     for rank in range(args.dcp_size):
-        setup = Setup(**SETUP, dcp_size=args.dcp_size, dcp_rank=rank)
+        setup = Setup(
+            **SETUP, dcp_size=args.dcp_size, dcp_rank=rank, unified_pool=args.unified_pool
+        )
         with current().device_calls(args.device == "cuda"):
-            summary, recs = run_rank(setup, args.device, args.replays, seed=rank)
+            summary, recs = run_rank(setup, args.device, args.replays, rank, args.phases)
         report += [{"rank": rank, **s} for s in summary]
         records.append(recs)
     args.out.write_bytes(pickle.dumps(records))

@@ -144,7 +144,8 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
 
 18. ``uvicorn`` and ``fastapi``: the kit imports ``ModelRunner``, whose import
    chain reaches the HTTP server's modules; stub modules whose every name is
-   inert (``kit_env``). Nothing on the attention path calls them.
+   inert (``install_inert_modules``; 22 uses them too). Nothing on the
+   attention path calls them.
 19. The kit's ``prepare_mla_runner_inputs`` (``kit_fix``, where a test asks
    for the corrected kit): v0.5.23's writes the prefix KV at contiguous slots
    whatever layout the batch's ``req_to_token`` has (``mla_attention.py:
@@ -175,6 +176,31 @@ With an FP8 KV cache (``runner_check --variant fp8``, ``ragged_verify_check
    the kernel receives it (7: FP8, asserted) and compared with the query
    rounded by a plain cast. The real JIT kernel is tried first and kept when
    it builds; a line on stderr says when the stand-in is used.
+
+``runner_check``'s "multi_layer" and "frozen_kv" variants build v0.5.23's
+``MultiLayerEagleMultiStepDraftExtendCudaGraphRunner`` and
+``FrozenKVMTPCudaGraphRunner`` (``multi_layer_draft_worker``,
+``frozen_kv_worker``): 13-16 as for the EAGLE runners (13: one attention
+layer per MTP layer's forward, through that layer's own backend, and a zero
+logit row per request; the frozen draft loop's forwards, as
+``FrozenKVMTPDraftWorker.draft_forward`` runs them under its target-pool
+view), their workers the real classes made without ``__init__`` (which loads
+the draft models), and
+
+22. ``setproctitle``, ``uvicorn`` and ``fastapi`` (when not installed): the
+   workers' modules import the scheduler's (``GenerationBatchResult``), which
+   imports them at load (the process title, the HTTP server); inert modules
+   as in 18 (their names are used at import, so they cannot raise). Nothing
+   the runners run calls them.
+
+The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
+nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
+allocator and ``req_to_token`` pool on the harness's device, and the model
+runner's ``KVIndexTranslator`` is built over them as ``ModelRunner`` builds it
+(``sglang_api.runner_fields``). Only the parallel state is set, as in 17: a
+world without DCP's size 1 and rank 0 (the allocator reads the DCP rank). The
+kernel (7) reads the harness's KV buffer, indexed by the physical pages the
+translator hands it.
 """
 
 from __future__ import annotations
@@ -189,6 +215,9 @@ import types
 from types import SimpleNamespace
 
 CUDA_ONLY_MODULES = ("sgl_kernel", "deep_gemm", "flash_mla")
+# Replacement 22: the server's packages the speculative workers' modules
+# import through the scheduler's module.
+SERVER_MODULES = ("setproctitle", "uvicorn", "fastapi")
 WRAPPER_NAMES = ("BatchMLAPagedAttentionWrapper", "BatchPrefillWithRaggedKVCacheWrapper")
 
 
@@ -285,6 +314,60 @@ class _NeverCalled:
         if attr.startswith("__"):
             raise AttributeError(attr)
         return _NeverCalled(f"{self._qualname}.{attr}")
+
+
+class _Inert:
+    """Replacements 18 and 22: what an inert module's every name is (a class
+    of this, so that subclassing and decorating work); instances and calls
+    give more of the same."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return _Inert()
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Inert()
+
+
+class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the modules ``roots`` (and their submodules) as inert modules."""
+
+    def __init__(self, roots):
+        self.roots = tuple(roots)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        module.__file__ = f"<inert {spec.name}>"
+
+        def __getattr__(attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return type(attr, (_Inert,), {})
+
+        module.__getattr__ = __getattr__
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+def install_inert_modules(roots, only_absent: bool = True) -> None:
+    """Replacements 18 and 22: ``roots`` become inert modules (``only_absent``:
+    those not installed)."""
+    if only_absent:
+        roots = [r for r in roots if r not in sys.modules and importlib.util.find_spec(r) is None]
+    if roots:
+        sys.meta_path.insert(0, _InertFinder(roots))
 
 
 class InertWrapper:
@@ -557,6 +640,75 @@ def draft_worker(backends, setup, draft_forward, model_forward):
         dsa_seed_topk_width=0,
         seed_dsa_topk_from_draft_extend=False,
     )
+
+
+def multi_layer_draft_worker(worker, step_backends, step_forwards):
+    """Replacements 13 and 15 for multi-layer EAGLE: the real
+    ``MultiLayerEagleDraftWorker``, not constructed (its ``__init__`` loads a
+    draft model per MTP layer), holding what its draft-extend runners read: a
+    model runner per MTP layer (the draft worker's runner's fields, each with
+    its layer's stand-in model, ``step_forwards``, and its backend), those
+    backends, no widened front window (the boundary-KV fix is off by default,
+    ``SGLANG_ENABLE_MTP_BOUNDARY_KV_FIX``), no chained MTP hidden states
+    (DeepSeek's MTP is not one of the chained architectures,
+    ``multi_layer_eagle_worker_v2.py:196-200``) and no rejection sampling.
+    ``worker``: ``draft_worker``'s."""
+    install_inert_modules(SERVER_MODULES)  # 22
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleDraftWorker
+
+    base = worker.draft_runner
+    runners = []
+    for backend, forward in zip(step_backends, step_forwards, strict=True):
+        runner = SimpleNamespace(**vars(base))
+        _runner_fields(runner, forward)
+        runner.attn_backend = backend
+        runners.append(runner)
+    out = MultiLayerEagleDraftWorker.__new__(MultiLayerEagleDraftWorker)
+    fields = dict(
+        draft_runner_list=runners,
+        draft_extend_attn_backend_list=list(step_backends),
+        draft_extend_num_front_tokens=0,
+        chain_mtp_hidden_states=False,
+        use_rejection_sampling=False,
+        speculative_num_steps=len(runners),
+        topk=1,
+        device=base.device,
+        gpu_id=0,
+    )
+    for name, value in fields.items():
+        setattr(out, name, value)
+    return out
+
+
+def frozen_kv_worker(worker, backend, draft_forward, target_pool):
+    """Replacements 13 and 15 for Frozen-KV MTP: the real
+    ``FrozenKVMTPDraftWorker``, not constructed (its ``__init__`` loads the
+    assistant draft model), holding what its runner reads: the draft model
+    runner (the draft worker's runner's fields; its backend ``backend``, its
+    model's recurrent hidden size), the frozen-KV context of the target's KV
+    pool (``target_pool``, the harness's, 7), and the draft loop stand-in
+    ``draft_forward`` (13). Its metadata methods (``_frozen_kv_target_view``,
+    ``_init_frozen_kv_metadata*``) are its own. ``worker``: ``draft_worker``'s."""
+    install_inert_modules(SERVER_MODULES)  # 22
+    from sglang.srt.speculative.frozen_kv_mtp_worker_v2 import FrozenKVMTPDraftWorker
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner = SimpleNamespace(**vars(worker.draft_runner))
+    _runner_fields(runner, None)
+    runner.model.backbone_hidden_size = runner.model_config.spec_hidden_size
+    runner.attn_backend = backend
+    runner.spec_algorithm = SpeculativeAlgorithm.FROZEN_KV_MTP
+    out = FrozenKVMTPDraftWorker.__new__(FrozenKVMTPDraftWorker)
+    fields = dict(
+        _model_runner=runner,  # TpModelWorker.model_runner, draft_model_runner
+        draft_attn_backend=backend,
+        kv_context=SimpleNamespace(target_token_to_kv_pool=target_pool),
+        draft_forward=draft_forward,
+        topk=1,
+    )
+    for name, value in fields.items():
+        setattr(out, name, value)
+    return out
 
 
 _ABSENT = object()

@@ -32,7 +32,15 @@ the storages its capture touched (replacement 16), and the decode runner's
 order must be the table kernel, the marker, then attention
 (``check_marker_order``).
 
-Replaced (``replacements.py`` 13-16): the models (one attention layer per
+Further server configurations are ``VARIANTS`` rows: among them the target's
+KV pool as SGLang's translating unified pool ("unified": verify and plain
+decode read its physical pages), and the draft worker's other runner classes
+(``DRAFT_RUNNERS``: multi-layer EAGLE's per-step draft-extend graphs,
+"multi_layer"; Frozen-KV MTP's draft loop, "frozen_kv"). After every replay
+the metadata the replayed graph's kernel reads (its size's ``seq_lens_k`` and
+block-table rows) is compared with the oracle too (``table_mismatches``).
+
+Replaced (``replacements.py`` 13-16, 22): the models (one attention layer per
 forward through the backend's real forward, the kernel being
 ``attention.kernel_sink``'s reference, replacement 7); the TP group and
 ``graph_capture`` of a one-process world; the model runner's one-time kernel
@@ -124,6 +132,7 @@ class Runner:
     label = ""  # the name in the report (default: ``name``)
     module = ""  # the runner class's module
     verify = False  # the reference's KV length: seq_lens (+ the draft tokens: verify)
+    target_pool = False  # reads the target's KV pool (the unified pool's physical pages)
 
     def __init__(self, env, backends: list, width: int):
         import torch
@@ -172,6 +181,14 @@ class Runner:
                 return attention.attend_split(backend, forward_batch, self.layer, q, k, k_rope)
             return attention.attend(backend, forward_batch, self.layer, q)
 
+    def oracle(self, batch):
+        """``batch``'s kernel lengths and block table from ``req_to_token``
+        alone (``consumer.Check.oracle``); a target-model runner on the
+        unified pool reads its physical pages."""
+        env = self.env
+        offset = env.setup.draft_tokens if self.verify else 0
+        return env.check.oracle(batch, offset, self.target_pool and env.setup.unified_pool)
+
     def reference(self, batch, bs: int):
         """The reference output of the first ``bs`` requests' query rows, on
         ``batch``'s lengths and table from ``req_to_token`` alone."""
@@ -179,11 +196,30 @@ class Runner:
         from .consumer import paged_mla_decode
 
         env = self.env
-        lens, table = env.check.oracle(batch, env.setup.draft_tokens if self.verify else 0)
+        lens, table = self.oracle(batch)
         q4 = self.query[: bs * self.width].view(bs, self.width, env.heads, KV_DIM)
         if self.latent is not None:  # FP8: rounded here by a cast, not by the backend
             q4 = q4.to(env.check.kv_cache.dtype)
         return paged_mla_decode(q4, env.check.kv_cache, table, lens, env.setup.page_size)
+
+    def table_mismatches(self, batch, raw_bs: int) -> int:
+        """What the kernel of the graph just replayed reads (the metadata
+        captured at that size, ``decode_cuda_graph_metadata[bs]``: its
+        ``seq_lens_k`` and the block-table rows over each request's pages)
+        against the oracle: the (backend, request) pairs that differ."""
+        lens, table = self.oracle(batch)
+        page = self.env.setup.page_size
+        bad = 0
+        for backend in self.backends:
+            metadata = backend.decode_cuda_graph_metadata[self.runner.bs]
+            for i in range(raw_bs):
+                n = int(lens[i])
+                pages = -(-n // page)
+                row = metadata.block_kv_indices[i, :pages].long().cpu()
+                bad += not (
+                    int(metadata.seq_lens_k[i]) == n and row.equal(table[i, :pages].long().cpu())
+                )
+        return bad
 
     def outputs(self, out, bs: int) -> list:
         """What each attention layer returned, as (bs, width, heads, V_DIM)."""
@@ -196,6 +232,14 @@ class Runner:
     def graph(self) -> str:
         """The variant of the graph the last ``execute`` replayed ("": one per size)."""
         return ""
+
+    def layers(self) -> int:
+        """Attention calls per replay: one per backend."""
+        return len(self.backends)
+
+    def addresses_checked(self) -> int:
+        """CPU: the re-runs whose storages were the capture's (replacement 16)."""
+        return getattr(self.runner.backend, "eager_checked", 0)
 
     def labels(self) -> tuple:
         """The LoRA variants this runner captured per size (``_make_graph_key``)."""
@@ -332,6 +376,225 @@ class DraftExtendRunner(Runner):
         return batch, self.outputs(self.runner.execute(fb, select_index), raw_bs)
 
 
+class MultiLayerDraftExtendRunner(DraftExtendRunner):
+    """``MultiLayerEagleMultiStepDraftExtendCudaGraphRunner`` (multi-layer
+    EAGLE, ``--enable-multi-layer-eagle``): one draft model runner per MTP
+    layer, each with its own draft-extend backend (``DraftBackendFactory.
+    create_draft_extend_backend``: ``TRTLLMMLABackend(runner,
+    skip_prefill=False)`` for trtllm_mla, ``draft_utils.py:126-144, 512-523``)
+    and its own graphs (``MultiLayerEagleDraftExtendCudaGraphRunner``), over
+    one shared buffer set. The worker picks these per-step graphs for
+    trtllm_mla: the one-graph runner needs every step's backend to rebuild
+    its draft-extend metadata in the graph or to stage it
+    (``multi_layer_eagle_worker_v2.py:431-452``), and trtllm_mla does neither
+    (``draft_extend_metadata_captured_in_graph()`` False, ``supports_draft_
+    extend_metadata_staging`` False, ``base_attn_backend.py:153-160``).
+    Replayed as the worker does (``multi_layer_eagle_worker_v2.py:897-948``):
+    ``prepare`` once, then each step's ``replay``, the input ids rotated
+    between steps; each step's attention output against the reference."""
+
+    name = "MultiLayerEagleMultiStepDraftExtendCudaGraphRunner"
+    module = "sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner"
+
+    def __init__(self, env):
+        from . import sglang_api
+
+        steps = env.setup.steps
+        runner = env.backends.draft_runner
+        extra = [
+            sglang_api.current().draft_backend(runner, env.device, skip_prefill=False)
+            for _ in range(steps - 1)
+        ]
+        Runner.__init__(self, env, [env.backends.draft_extend, *extra], env.setup.draft_tokens)
+
+    def build(self, worker) -> None:
+        from . import replacements
+
+        forwards = [self.step_forward(step) for step in range(len(self.backends))]
+        self.worker = replacements.multi_layer_draft_worker(worker, self.backends, forwards)
+        cls = getattr(__import__(self.module, fromlist=["x"]), self.name)
+        self.runner = cls(self.worker)
+
+    def step_forward(self, step: int):
+        """Replacement 13: MTP layer ``step``'s forward, one attention layer
+        through its backend; its rows, and a zero logit row per request (the
+        runner prunes the draft extend's logits to one row per request)."""
+
+        def forward(input_ids, positions, forward_batch):
+            import torch
+            from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+
+            out = self.attend(self.backends[step], forward_batch)
+            logits = torch.zeros(forward_batch.batch_size, 1024, device=out.device)
+            return LogitsProcessorOutput(next_token_logits=logits, hidden_states=out)
+
+        return forward
+
+    def batch(self, raw_bs: int):
+        """The draft extend's batch as the worker hands it to ``prepare``: the
+        window's hidden states, every draft accepted (``num_correct_drafts``
+        = accept length - 1, ``multi_layer_eagle_worker_v2.py:883-884``)."""
+        import torch
+
+        batch, fb = super().batch(raw_bs)
+        w = self.width
+        hidden = self.worker.mtp_model_runner(0).model_config.spec_hidden_size
+        fb.spec_info.hidden_states = torch.zeros(
+            raw_bs * w, hidden, dtype=torch.bfloat16, device=self.env.device
+        )
+        fb.spec_info.num_correct_drafts = fb.spec_info.num_correct_drafts - 1
+        fb.sampling_info = None
+        return batch, fb
+
+    def replay(self, raw_bs: int):
+        from sglang.srt.speculative.multi_layer_eagle_utils import rotate_input_ids
+
+        batch, fb = self.batch(raw_bs)
+        runner = self.runner
+        assert runner.can_run_graph(fb), raw_bs
+        runner.prepare(fb)
+        outs = []
+        for step in range(len(self.backends)):
+            out, _, topk_index = runner.replay(step)
+            outs.append(self.rows(out.hidden_states, raw_bs).clone())  # the graphs share a pool
+            if step < len(self.backends) - 1:
+                b = runner.buffers
+                rotate_input_ids(
+                    b.input_ids[: runner.raw_num_tokens],
+                    b.extend_start_loc[:raw_bs],
+                    b.extend_seq_lens[:raw_bs],
+                    topk_index,
+                    b.select_index[:raw_bs],
+                )
+        return batch, outs
+
+    def rows(self, hidden_states, bs: int):
+        from .attention import V_DIM
+
+        return hidden_states[: bs * self.width].view(bs, self.width, self.env.heads, V_DIM)
+
+    def stale(self, bs: int, label=None):
+        """The control, per step: each step's graph of ``bs`` replayed
+        without ``prepare`` or the step's metadata call."""
+        import torch
+
+        batch, fb = self.batch(bs)
+        self.query.copy_(torch.randn(self.query.shape, device=self.env.device))
+        outs = []
+        for step, backend in enumerate(self.backends):
+            if not self.env.device.startswith("cuda"):  # as Runner.stale
+                backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
+            r = self.runner.runners[step]
+            with r.model_context():
+                out = r.backend.replay(r._make_graph_key(bs), fb)
+            outs.append(self.rows(out.hidden_states, bs).clone())
+        return batch, outs
+
+    def addresses_checked(self) -> int:
+        return sum(getattr(r.backend, "eager_checked", 0) for r in self.runner.runners)
+
+
+class FrozenKVRunner(Runner):
+    """``FrozenKVMTPCudaGraphRunner`` (``--speculative-algorithm
+    FROZEN_KV_MTP``): the draft loop over the target's frozen KV, plain
+    DECODE metadata on the draft model runner's own backend (topk 1,
+    ``frozen_kv_mtp_worker_v2.py:259-261``), each forward of the loop (the
+    seed and each step but the last) one attention layer.
+
+    Never built with trtllm_mla by v0.5.23: the algorithm is reached for a
+    Gemma4 assistant draft (``arg_groups/speculative_hook.py:87-116``), the
+    one draft model with the frozen-KV context hooks (``models/gemma4_mtp.py``;
+    without them the worker's target view refuses to run,
+    ``frozen_kv_mtp_utils.py:44-48``); Gemma4 is not an MLA model, and
+    trtllm_mla serves only MLA models (``attention_registry.py:94-97``).
+    The backend is driven by it all the same: the runner only calls the
+    attention backend API every backend has."""
+
+    name = "FrozenKVMTPCudaGraphRunner"
+    module = "sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner"
+
+    def __init__(self, env):
+        from . import sglang_api
+
+        # The draft model runner's own backend, as TpModelWorker builds it
+        # (attention_registry.create_trtllm_mla_backend: TRTLLMMLABackend(runner)).
+        backend = sglang_api.current().draft_backend(env.backends.draft_runner, env.device)
+        super().__init__(env, [backend], env.setup.topk)
+
+    def build(self, worker) -> None:
+        from . import replacements
+
+        self.worker = replacements.frozen_kv_worker(
+            worker, self.backends[0], self.draft_forward, self.env.kv_pool
+        )
+        cls = getattr(__import__(self.module, fromlist=["x"]), self.name)
+        self.runner = cls(self.worker)
+
+    def draft_forward(self, forward_batch):
+        """Replacement 13: as ``FrozenKVMTPDraftWorker.draft_forward``
+        (``frozen_kv_mtp_worker_v2.py:543-640``) runs the draft model for the
+        seed and each step but the last, under the target KV pool's view and
+        the backend's forward context, one attention layer each; returns the
+        loop's three outputs, the first holding the layers' rows."""
+        import torch
+
+        worker, backend = self.worker, self.backends[0]
+        if forward_batch.needs_forward_metadata_init():
+            worker._init_frozen_kv_metadata(forward_batch)
+        outs = []
+        for _ in range(self.env.setup.steps):
+            with worker._target_kv_pool_view(forward_batch):
+                outs.append(self.attend(backend, forward_batch))
+        bs = forward_batch.batch_size
+        rows = torch.stack([o.view(bs, -1) for o in outs], dim=1)
+        zeros = torch.zeros(bs, 1, dtype=torch.int64, device=rows.device)
+        return rows, zeros, zeros.clone()
+
+    def layers(self) -> int:
+        """The loop's forwards: the seed and each step but the last."""
+        return self.env.setup.steps
+
+    def outputs(self, out, bs: int) -> list:
+        from .attention import V_DIM
+
+        rows = out[0][:bs]
+        return [
+            rows[:, i].reshape(bs, self.width, self.env.heads, V_DIM) for i in range(rows.shape[1])
+        ]
+
+    def batch(self, raw_bs: int):
+        """The draft loop's batch (topk 1: one row per request): positions at
+        the last committed token, the seed's bonus token and hidden state."""
+        import torch
+        from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+        from sglang.srt.speculative.frozen_kv_mtp_info import FrozenKVMTPDraftInput
+
+        env = self.env
+        batch, fb = env.base_batch(raw_bs, ForwardMode.DECODE)
+        dev = env.device
+        hidden = self.worker._recurrent_hidden_size
+        spec_info = FrozenKVMTPDraftInput(
+            topk_p=torch.zeros(raw_bs, 1, device=dev),
+            topk_index=torch.zeros(raw_bs, 1, dtype=torch.int64, device=dev),
+            hidden_states=torch.zeros(raw_bs, hidden, dtype=torch.bfloat16, device=dev),
+            bonus_tokens=torch.zeros(raw_bs, dtype=torch.int64, device=dev),
+            capture_hidden_mode=CaptureHiddenMode.LAST,
+        )
+        spec_info.num_tokens_per_req = 1
+        fb.spec_info = spec_info
+        fb.positions = (fb.seq_lens - 1).clamp(min=0)
+        fb.input_ids = None
+        fb.out_cache_loc = None
+        fb.out_cache_loc_virtual = None
+        fb.kv_loc_cols = None
+        return batch, fb
+
+    def replay(self, raw_bs: int):
+        batch, fb = self.batch(raw_bs)
+        assert self.runner.can_run_graph(fb), raw_bs
+        return batch, self.outputs(self.runner.execute(fb), raw_bs)
+
+
 class VerifyRunner(Runner):
     """``DecodeCudaGraphRunner`` of the target worker: TARGET_VERIFY (EAGLE),
     every request at ``num_draft_tokens``. Replayed as the EAGLE worker does
@@ -342,6 +605,7 @@ class VerifyRunner(Runner):
     name, module = "DecodeCudaGraphRunner", DECODE
     label = "DecodeCudaGraphRunner (target verify)"
     verify = True
+    target_pool = True
 
     def __init__(self, env):
         super().__init__(env, [env.backends.target], env.setup.draft_tokens)
@@ -406,18 +670,40 @@ class VerifyRunner(Runner):
             seq_lens_cpu=base.seq_lens_cpu,
         )
         fb = self.forward_batch(
-            ForwardMode.TARGET_VERIFY, base, tokens, spec_info, CaptureHiddenMode.FULL
+            ForwardMode.TARGET_VERIFY,
+            base,
+            tokens,
+            spec_info,
+            CaptureHiddenMode.FULL,
+            write=self.window(batch, 0, w),
         )
         return batch, fb
 
-    def forward_batch(self, mode, base, tokens: int, spec_info, hidden_mode, positions=None):
+    def window(self, batch, start: int, width: int):
+        """The virtual KV slots a forward of ``batch`` writes: ``width`` per
+        request from ``seq_len + start`` (``req_to_token``), flattened."""
+        import torch
+
+        r2t = self.env.backends.runner.req_to_token_pool.req_to_token
+        rows = [
+            r2t[row, n + start : n + start + width]
+            for row, n in zip(batch.req_pool_indices, batch.seq_lens, strict=True)
+        ]
+        return torch.cat(rows).long()
+
+    def forward_batch(
+        self, mode, base, tokens: int, spec_info, hidden_mode, positions=None, write=None
+    ):
         """The ``ForwardBatch`` of ``base``'s requests and ``tokens`` tokens
-        (token ids and cache locations zeroed: not on the metadata path)."""
+        writing the virtual slots ``write``, bound to a plan of its own as
+        ``ForwardBatch.init_new`` binds one (``KVIndexTranslator.own_plan``,
+        ``forward_batch_info.py:1139-1142``: the iteration's ids, translated
+        once; token ids zeroed: not on the metadata path)."""
         import torch
         from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 
         dev = self.env.device
-        return ForwardBatch(
+        fb = ForwardBatch(
             forward_mode=mode,
             batch_size=base.batch_size,
             input_ids=torch.zeros(tokens, dtype=torch.int64, device=dev),
@@ -425,7 +711,7 @@ class VerifyRunner(Runner):
             seq_lens=base.seq_lens,
             seq_lens_cpu=base.seq_lens_cpu,
             orig_seq_lens=base.seq_lens,
-            out_cache_loc=torch.zeros(tokens, dtype=torch.int64, device=dev),
+            out_cache_loc=write,
             seq_lens_sum=base.seq_lens_sum,
             positions=(
                 positions
@@ -438,6 +724,8 @@ class VerifyRunner(Runner):
             capture_hidden_mode=hidden_mode,
             can_run_decode_cuda_graph=True,
         )
+        self.env.backends.runner.kv_index_translator.bind_own_plan(fb)
+        return fb
 
     def lora(self, fb) -> None:
         """Two captures per size: every other batch carries an adapter id
@@ -491,7 +779,13 @@ class DecodeRunner(VerifyRunner):
 
         batch, base = self.env.base_batch(raw_bs, ForwardMode.DECODE)
         fb = self.forward_batch(
-            ForwardMode.DECODE, base, raw_bs, None, CaptureHiddenMode.NULL, base.seq_lens - 1
+            ForwardMode.DECODE,
+            base,
+            raw_bs,
+            None,
+            CaptureHiddenMode.NULL,
+            base.seq_lens - 1,
+            write=self.window(batch, -1, 1),  # the token at position seq_len - 1
         )
         return batch, fb
 
@@ -529,7 +823,7 @@ class RunnerCheck:
         # The KV cache dtype the backends are built with (the stand-in model
         # runner's kv_cache_dtype, as --kv-cache-dtype sets ModelRunner's).
         kv_dtype = getattr(torch, variant.kv_dtype)
-        setup = dataclasses.replace(setup, kv_dtype=kv_dtype)
+        setup = dataclasses.replace(setup, kv_dtype=kv_dtype, unified_pool=variant.unified_pool)
         self.fp8 = kv_dtype == torch.float8_e4m3fn
         self.setup, self.device = setup, device
         self.check = Check(setup, device=device, seed=seed)
@@ -544,13 +838,21 @@ class RunnerCheck:
         self.backends = self.check.backends
         self.heads = setup.model.q_heads
         page = setup.page_size
+        # The runners first (a draft runner may bring backends of its own);
+        # their builds, which capture, come last.
+        target = DecodeRunner(self) if not speculative else VerifyRunner(self)
+        drafts = [DRAFT_RUNNERS[name](self) for name in variant.draft] if speculative else []
+        targets = [target] if variant.verify or not speculative else []
         all_backends = [
             *self.backends.draft.attn_backends,
             self.backends.target,
             self.backends.draft_extend,
         ]
+        for r in drafts:
+            all_backends += [b for b in r.backends if all(b is not x for x in all_backends)]
         pool = attention.KVPool(self.check.kv_cache.view(-1, 1, attention.KV_DIM))
         sglang_api.current().attach_kv_pool(all_backends, pool)
+        self.kv_pool = pool
 
         def consume(query, kv, block_tables, kv_lens):
             if self.fp8:
@@ -573,23 +875,27 @@ class RunnerCheck:
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
             stack.enter_context(replacements.eager_graph_backend(frozen))
         stack.enter_context(server_args(capture_bs, variant.compile_max_bs))
-        if not speculative:  # plain decode: the target's runner alone
-            decode = DecodeRunner(self)
-            replacements.target_runner_fields(
-                self.backends, decode.model_forward, eagle=False, module=variant.compile_max_bs > 0
-            )
-            decode.build(None)
-            self.runners = [decode]
-            return
-        draft, verify, extend = DraftRunner(self), VerifyRunner(self), DraftExtendRunner(self)
         replacements.target_runner_fields(
-            self.backends, verify.model_forward, module=variant.compile_max_bs > 0
+            self.backends,
+            target.model_forward,
+            eagle=speculative,
+            module=variant.compile_max_bs > 0,
         )
+        if not drafts:  # the target's runner alone (plain decode: a server without EAGLE)
+            target.build(None)
+            self.runners = [target]
+            return
+        named = dict(zip(variant.draft, drafts, strict=True))
         worker = replacements.draft_worker(
-            self.backends, setup, draft.draft_forward, extend.model_forward
+            self.backends,
+            setup,
+            named["draft"].draft_forward if "draft" in named else None,
+            named["draft_extend"].model_forward if "draft_extend" in named else None,
         )
-        self.runners = [draft, verify, extend]  # an EAGLE iteration's order
-        for runner in (verify, draft, extend):  # the order the workers build them
+        # An EAGLE iteration's order: the draft, verify, then the draft extend.
+        first = drafts[:1] if "draft" in named else []
+        self.runners = [*first, *targets, *drafts[len(first) :]]
+        for runner in (*targets, *drafts):  # the order the workers build them
             runner.build(worker)
 
     def base_batch(self, raw_bs: int, mode, extend=None):
@@ -633,6 +939,8 @@ class RunnerCheck:
                 "paths": {},
                 "graphs": {},
                 "graph_err": {},
+                "tables": 0,
+                "table_mismatches": 0,
             }
             for r in self.runners
         }
@@ -647,6 +955,8 @@ class RunnerCheck:
                 st["paths"][r.path] = st["paths"].get(r.path, 0) + 1
                 st["graphs"][r.graph()] = st["graphs"].get(r.graph(), 0) + 1
                 label = r.graph()
+                st["table_mismatches"] += r.table_mismatches(batch, raw_bs)
+                st["tables"] += raw_bs * len(r.backends)
                 for got in outs:
                     err = rel_err(got, ref)
                     st["worst"] = max(st["worst"], err)
@@ -669,7 +979,7 @@ class RunnerCheck:
                 {
                     "runner": r.label or r.name,
                     "capture_bs": list(r.runner.capture_bs),
-                    "layers": len(r.backends),
+                    "layers": r.layers(),
                     "replays": replays,
                     "padded": st["padded"],
                     "paths": st["paths"],
@@ -678,9 +988,13 @@ class RunnerCheck:
                     "dynamo": r.dynamo,
                     "concat": self.concat,
                     # CPU: re-runs whose storages were the capture's (replacement 16)
-                    "addresses_checked": getattr(r.runner.backend, "eager_checked", 0),
+                    "addresses_checked": r.addresses_checked(),
                     "orders_checked": r.orders_checked,
                     "compared": st["compared"],
+                    # (backend, request) pairs whose replayed kernel metadata
+                    # was checked against the oracle, and those that differed
+                    "tables": st["tables"],
+                    "table_mismatches": st["table_mismatches"],
                     "max_rel_err": st["worst"],
                     "stale_rel_err": stale,
                 }
@@ -825,6 +1139,14 @@ def sections(runner, spans: dict):
                 delattr(obj, name)
 
 
+# The draft worker's runners a variant may build (``Variant.draft``).
+DRAFT_RUNNERS = {
+    "draft": DraftRunner,
+    "draft_extend": DraftExtendRunner,
+    "multi_layer": MultiLayerDraftExtendRunner,
+    "frozen_kv": FrozenKVRunner,
+}
+
 SETUPS = (  # (Setup kwargs, captured batch sizes)
     (dict(page_size=64, context_len=2048, max_bs=4), (1, 2, 4)),
     (dict(page_size=32, context_len=1024, max_bs=3, steps=4, draft_tokens=5), (1, 3)),
@@ -864,6 +1186,23 @@ class Variant:
     # float64 as the consumer: equal inputs, so the tests' 1e-9 (rounding of
     # float64 sums only) holds for FP8 as for bf16.
     kv_dtype: str = "bfloat16"
+    # The target's KV pool is SGLang's translating unified pool
+    # (``--enable-unified-memory`` on an MLA hybrid-Mamba model,
+    # ``unified_pool``): the verify and decode runners' backends translate
+    # through the iteration's plan, on the host before each replay on both
+    # trees (v0.5.23's ``_apply_cuda_graph_metadata``; the series keeps
+    # that path for a translating pool without DCP, ``_copy_plan_graph_
+    # metadata``); the reference reads the allocator's v2p table.
+    unified_pool: bool = False
+    # The draft worker's runners (``DRAFT_RUNNERS``), built after the target's
+    # verify runner: EAGLE's multi-step draft and draft extend by default;
+    # none: the target's alone (with ``unified_pool``: no server runs an MLA
+    # draft on that pool, ``sglang_api.runner_fields``).
+    draft: tuple = ("draft", "draft_extend")
+    # Also a plain-decode server's ``DecodeCudaGraphRunner`` (spec NONE).
+    decode: bool = True
+    # The target's verify runner (False: the draft runners alone).
+    verify: bool = True
 
 
 VARIANTS = {
@@ -880,6 +1219,28 @@ VARIANTS = {
     "compile": Variant(SETUPS[:1], compile_max_bs=2),
     # An FP8 KV cache (--kv-cache-dtype fp8_e4m3).
     "fp8": Variant(SETUPS[:1], kv_dtype="float8_e4m3fn"),
+    # --enable-multi-layer-eagle: per-step draft-extend graphs, 3 MTP layers.
+    "multi_layer": Variant(
+        ((dict(page_size=32, context_len=1024, max_bs=3), (1, 3)),),
+        draft=("multi_layer",),
+        decode=False,
+        verify=False,
+    ),
+    # --speculative-algorithm FROZEN_KV_MTP (never with trtllm_mla in
+    # v0.5.23: FrozenKVRunner), a draft loop of 3 forwards.
+    "frozen_kv": Variant(
+        ((dict(page_size=32, context_len=1024, max_bs=3), (1, 3)),),
+        draft=("frozen_kv",),
+        decode=False,
+        verify=False,
+    ),
+    # --enable-unified-memory: target verify and plain decode on the
+    # translating pool.
+    "unified": Variant(
+        ((dict(page_size=32, context_len=1024, max_bs=3), (1, 3)),),
+        unified_pool=True,
+        draft=(),
+    ),
 }
 
 
@@ -920,7 +1281,8 @@ def main(argv=None) -> int:
         raise SystemExit("runner_check --variant compile: torch.compile's graphs need CUDA")
     report = []
     for i, (kwargs, capture_bs) in enumerate(variant.setups):
-        for speculative in (True, False):  # an EAGLE server's runners; a plain one's
+        # An EAGLE server's runners; a plain one's.
+        for speculative in (True, False) if variant.decode else (True,):
             with contextlib.ExitStack() as stack:
                 stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
                 check = RunnerCheck(

@@ -54,6 +54,10 @@ class V0512:
             from sglpatch.errors import UserError
 
             raise UserError("DCP is a v0.5.23 mode: v0.5.12's trtllm_mla has none")
+        if setup.unified_pool:
+            from sglpatch.errors import UserError
+
+            raise UserError("the unified memory pool is a v0.5.23 pool: v0.5.12 has none")
         set_global_server_args_for_scheduler(runner.server_args)
         replacements.install_attention_tp(setup.model.attention_tp_size)
         replacements.install_flashinfer_wrappers()
@@ -130,6 +134,15 @@ class V0523:
 
         self.configure(setup)
         use_cuda = torch.device(device).type == "cuda"
+        if setup.unified_pool:  # the target's pool stack, built as a server builds it
+            from . import unified_pool
+
+            with self.device_calls(use_cuda):
+                stack = unified_pool.build(setup, device, runner.req_to_token_pool)
+            runner.req_to_token_pool = stack.req_to_token_pool
+            runner.token_to_kv_pool = stack.token_to_kv_pool
+            runner.token_to_kv_pool_allocator = stack.allocator
+            runner.unified_pool = stack
         replacements.install_construction_stand_ins(module, use_cuda)
         replacements.install_flashinfer_wrappers()
         target_runner = runner_fields(runner, setup, device, is_draft_worker=False)
@@ -142,6 +155,15 @@ class V0523:
             target = module.TRTLLMMLABackend(target_runner)
             draft_extend = module.TRTLLMMLABackend(draft_runner, skip_prefill=False)
         return Backends(target_runner, draft, target, draft_extend, draft_runner)
+
+    def draft_backend(self, runner, device: str, **kwargs):
+        """One more ``TRTLLMMLABackend`` on the draft worker's ``runner``, as
+        a draft worker with a runner per MTP layer, or one using its model
+        runner's own backend, builds it (``skip_prefill`` as given)."""
+        from sglang.srt.layers.attention import trtllm_mla_backend as module
+
+        with self.device_calls(torch.device(device).type == "cuda"):
+            return module.TRTLLMMLABackend(runner, **kwargs)
 
     @staticmethod
     def configure(setup) -> None:
@@ -167,6 +189,10 @@ class V0523:
             size, rank = setup.dcp_size, setup.dcp_rank
             dcp = dict(dcp_size=size, attn_dcp_size=size, dcp_rank=rank, attn_dcp_rank=rank)
             dcp["dcp_enabled"] = True
+        elif setup.unified_pool:
+            # The unified allocator reads the (attention) DCP rank, which the
+            # rank bundle of a world without DCP holds as 0 (size 1).
+            dcp = dict(dcp_size=1, attn_dcp_size=1, dcp_rank=0, attn_dcp_rank=0)
         parallel = get_parallel().override(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp, **dcp)
         parallel.__enter__()
         _installed.append(SimpleNamespace(restore=lambda: parallel.__exit__(None, None, None)))
@@ -276,14 +302,25 @@ def runner_fields(runner, setup, device: str, is_draft_worker: bool):
     from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
 
     pool = runner.req_to_token_pool
-    # Any pool that is not a PageInterleaveKVPoolMixin: no KV sharding. The
-    # forward reads the KV buffer through the backend's own pool attribute,
-    # which attention.kernel_sink points at the harness's KV pool.
-    runner.token_to_kv_pool = SimpleNamespace()
-    # SGLang's own translator over a static pool: reads stay in req_to_token.
+    allocator = getattr(runner, "token_to_kv_pool_allocator", None)
+    if allocator is None or is_draft_worker:
+        # Any pool that is not a PageInterleaveKVPoolMixin: no KV sharding. The
+        # forward reads the KV buffer through the backend's own pool attribute,
+        # which attention.kernel_sink points at the harness's KV pool. With the
+        # unified pool (``unified_pool``) the draft's backends keep this one,
+        # not translating: no server runs an MLA draft on it (EAGLE on a
+        # hybrid-Mamba unified target needs the draft's KV fused into the
+        # target's pages, and only an MHA draft fuses: kv_cache_configurator.
+        # py:1111-1117, 1385-1405), so the unified checks drive the target's.
+        runner.token_to_kv_pool = SimpleNamespace()
+    if allocator is None:  # a static pool: an allocator the translator reads the page size of
+        allocator = SimpleNamespace(page_size=setup.page_size)
+    # SGLang's own translator, as ModelRunner.init_kv_index_translator builds
+    # it: over a static pool reads stay in req_to_token; over the unified
+    # pool's (the target's) it translates.
     runner.kv_index_translator = KVIndexTranslator(
         req_to_token=pool.req_to_token,
-        token_to_kv_pool_allocator=SimpleNamespace(page_size=setup.page_size),
+        token_to_kv_pool_allocator=allocator,
         token_to_kv_pool=runner.token_to_kv_pool,
         page_size=setup.page_size,
         device=device,

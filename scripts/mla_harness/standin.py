@@ -52,6 +52,10 @@ class Setup:
     # (replacement 17; v0.5.23 only). Token t of a request lives on rank t % dcp_size.
     dcp_size: int = 1
     dcp_rank: int = 0
+    # The target's KV pool is SGLang's translating unified pool
+    # (``--enable-unified-memory``, ``unified_pool``; v0.5.23 only):
+    # req_to_token holds virtual ids, the kernel reads physical pages.
+    unified_pool: bool = False
 
     @property
     def rows(self) -> int:

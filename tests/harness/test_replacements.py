@@ -143,3 +143,27 @@ def test_tvm_ffi_is_the_real_package():
     shipped = Path(dist.locate_file("tvm_ffi/__init__.py")).resolve()
     assert Path(tvm_ffi.__file__ or "").resolve() == shipped
     assert "tvm_ffi" not in replacements.CUDA_ONLY_MODULES
+
+
+INERT_CHILD = """
+import sys
+from mla_harness import replacements
+replacements.install_inert_modules(("no_such_server_package",))
+import no_such_server_package
+from no_such_server_package.sub import App
+class Sub(App):
+    pass
+Sub()(1).anything(2)
+print("ok")
+"""
+
+
+def test_inert_server_modules_import():
+    """Replacements 18 and 22: an absent server package imports, its names
+    are classes (subclassed and called at import time), and nothing of it
+    does anything."""
+    proc = subprocess.run(
+        [sys.executable, "-c", INERT_CHILD], env=subprocess_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
