@@ -8,7 +8,9 @@ the fixture's own batch in its eager leg
 (``runner_modes/speculative_cuda_graph_runner.py:181``), whose ``req_to_token``
 and ``out_cache_loc`` use the fixture's default ``"shuffled_pages"`` layout.
 The corrected one writes each prefix token where ``req_to_token`` says it
-lives: the layout of the batch being prepared, for every leg.
+lives: the layout of the batch being prepared, for every leg. The series' kit
+patch makes the same correction upstream, so only the base tree's kit needs
+this (``run_kit_cases.py --fixed-kit``).
 """
 
 from __future__ import annotations

@@ -144,21 +144,24 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
 
 18. ``uvicorn`` and ``fastapi``: the kit imports ``ModelRunner``, whose import
    chain reaches the HTTP server's modules; stub modules whose every name is
-   inert (``install_inert_modules``; 22 uses them too). Nothing on the
-   attention path calls them.
-19. The kit's ``prepare_mla_runner_inputs`` (``kit_fix``, where a test asks
-   for the corrected kit): v0.5.23's writes the prefix KV at contiguous slots
-   whatever layout the batch's ``req_to_token`` has (``mla_attention.py:
-   1139-1155``), over other tokens' slots once a prefix passes one page
-   (``patches/v0.5.23/README.md``). The correction writes each token where
-   ``req_to_token`` says; ``test_kit23`` also runs the kit as shipped.
+   inert (``install_inert_modules``; 22 uses them too). Nothing on the attention path calls them.
+19. On the base tree only, the kit's ``prepare_mla_runner_inputs``
+   (``kit_fix``, where a test asks for the corrected kit): v0.5.23's writes
+   the prefix KV at contiguous slots whatever layout the batch's
+   ``req_to_token`` has (``mla_attention.py:1139-1155``), over other tokens'
+   slots once a prefix passes one page (``patches/v0.5.23/README.md``).
+   The correction writes each token where ``req_to_token`` says, as the
+   series' kit patch does in the patched tree, whose kit runs unreplaced;
+   ``test_kit23`` also runs the base tree's kit as shipped.
 
 The series' upstream test file (patches/v0.5.23 0007) runs in a child with
 ``tests/v0_5_23/registered_env23.py`` as a pytest plugin: 1-5, 9-12, and
 
 20. ``datasets`` (when not installed): an absent module, as in 3.
    ``sglang.test.test_utils`` (``CustomTestCase``) imports the serving
-   benchmark, which imports it at module load; the file never calls it.
+   benchmark, which imports it at module load; the file never calls it. The
+   same for the kit patch's upstream file, whose case tables
+   ``kit_probe/run_registered_cases.py`` imports.
 
 With an FP8 KV cache (``runner_check --variant fp8``, ``ragged_verify_check
 --kv-dtype float8_e4m3fn``), on CUDA only:

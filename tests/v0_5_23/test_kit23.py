@@ -1,4 +1,4 @@
-"""Upstream's attention test kit, trtllm_mla cases, on both v0.5.23 trees: its bug.
+"""Upstream's attention test kit, trtllm_mla cases, on both v0.5.23 trees.
 
 The kit ships in the v0.5.23 wheel (``sglang/test/kits/attention_unittest``).
 Its speculative CUDA-graph runner's eager leg
@@ -10,22 +10,33 @@ fixture's default ``"shuffled_pages"`` layout (``build_mla_attention_fixture``,
 prefix KV at the *contiguous* ``_token_loc`` slots (it passes no ``loc_fn``),
 over other tokens' slots of that request once the prefix passes one page.
 The backend then reads the table ``req_to_token[:, ::page] // page`` says,
-correctly, and finds the wrong K/V there. So the kit is wrong, not v0.5.23:
+correctly, and finds the wrong K/V there. So the kit is wrong, not v0.5.23.
+The series fixes the kit (its patch "[fix] attention test kit: write the
+eager leg's prefix KV where req_to_token puts it"), so the patched tree's kit
+is the corrected one and the base tree's the kit as shipped:
 
 - ``test_kit_cases``: the cases over prefixes within one page, at the page
   edge and over several pages, both page shuffles the kit's case-name seed
-  gives (upstream's registered names; a 43-character name with the
-  ``[[3, 1, ...]]`` table), with the kit's ``prepare_mla_runner_inputs``
-  replaced by one that writes each prefix token where ``req_to_token`` says
-  (``scripts/kit_probe/kit_fix.py``): every case passes on both trees.
-- ``test_kit_as_shipped_misplaces_prefix_kv``: the kit as shipped fails its
-  eager verify for those prefixes, on both trees alike; once upstream fixes
-  the kit, this fails and the correction can go.
+  gives (upstream's registered names; a 43-character name, the
+  ``[[3, 1, ...]]`` table): every case passes on both trees, the base tree
+  with the kit's ``prepare_mla_runner_inputs`` replaced by one that writes
+  each prefix token where ``req_to_token`` says (``scripts/kit_probe/
+  kit_fix.py``), the patched tree with its own kit, unreplaced.
+- ``test_kit_as_shipped_misplaces_prefix_kv``: the base tree's kit fails its
+  eager verify for those prefixes.
+- ``test_registered_prefix_past_page``: the kit patch's upstream file
+  (``test/registered/attention/unittests/test_runner_prefix_past_page.py``,
+  patched tree) skips without CUDA and calls the kit with its default
+  ``device="cuda"``, so ``scripts/kit_probe/run_registered_cases.py`` calls
+  the same kit entry points on its case tables (triton MLA and dense,
+  trtllm_mla) with this run's device: the patched tree's kit passes every
+  case, the base tree's kit fails every one at the eager leg's assert_close.
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
 ``seq_lens - q_len + i``), under TRITON_INTERPRET=1 on CPU; where CUDA is
-visible, on the GPU with the kit's real CUDA graphs.
+visible, on the GPU with the kit's real CUDA graphs. The triton backends run
+their own kernels.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "scripts" / "kit_probe" / "run_kit_cases.py"
+RUN_REGISTERED = ROOT / "scripts" / "kit_probe" / "run_registered_cases.py"
+UPSTREAM_PATH = "test/registered/attention/unittests/test_runner_prefix_past_page.py"
 NAME43 = "v" * 43  # seed 3133: request 0's pages [3, 1, 4, 2]
 
 pytestmark = pytest.mark.base("v0.5.23")
@@ -63,27 +76,39 @@ CASES = [
 SHIPPED_FAILS = ["verify:65:2", "verify:100:2", "verify:100,100:2", "verify:130:2"]
 
 
+def _rows(cmd: list[str], count: int, what: str) -> list[dict]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == count, f"{what}: {proc.returncode}\n{proc.stderr[-3000:]}"
+    return rows
+
+
 def run_cases(tree: Path, cases, *extra: str) -> list[dict]:
     cmd = [sys.executable, str(RUN), "--tree", str(tree), *extra]
     for case in cases:
         cmd += ["--case", case]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == len(cases), f"{tree}: {proc.returncode}\n{proc.stderr[-3000:]}"
-    return rows
+    return _rows(cmd, len(cases), str(tree))
 
 
-def _both(trees, device, cases, *extra):
-    extra = ("--device", device, *extra)
+def _both(trees, device, cases, extra_of):
+    """run_cases on both trees at once; ``extra_of(tree name)``: its extra arguments."""
     with ThreadPoolExecutor(2) as pool:
-        futures = {n: pool.submit(run_cases, t, cases, *extra) for n, t in trees.items()}
+        futures = {
+            n: pool.submit(run_cases, t, cases, "--device", device, *extra_of(n))
+            for n, t in trees.items()
+        }
         return {n: f.result() for n, f in futures.items()}
 
 
 @pytest.mark.parametrize("name", [None, NAME43], ids=["registered-names", "name43"])
 def test_kit_cases(trees, device, name):
-    extra = ["--fixed-kit"] + (["--name", name] if name else [])
-    out = _both(trees, device, CASES, *extra)
+    names = ["--name", name] if name else []
+
+    def extra_of(tree: str) -> list[str]:
+        # The patched tree carries the kit fix; the base tree's kit needs kit_fix.
+        return names + (["--fixed-kit"] if tree == "base" else [])
+
+    out = _both(trees, device, CASES, extra_of)
     failed = {
         tree: [
             (r["kind"], r["prefix_lens"], r["draft_tokens"], r.get("error"))
@@ -96,11 +121,28 @@ def test_kit_cases(trees, device, name):
 
 
 def test_kit_as_shipped_misplaces_prefix_kv(trees, device):
-    """The kit as shipped fails these cases identically on both trees (not a
-    v0.5.23 bug, so not a strict xfail: this suite keeps those for the base
-    halves of fixes). Once upstream fixes the kit this fails: drop kit_fix."""
-    out = _both(trees, device, SHIPPED_FAILS, "--name", NAME43)
-    for tree, rows in out.items():
-        assert [r["ok"] for r in rows] == [False] * len(SHIPPED_FAILS), (tree, rows)
-        for r in rows:  # the eager leg's assertion, the first of the case
-            assert r["calls"] == 1 and "not close" in r["error"], (tree, r)
+    """The base tree's kit as shipped fails these cases in its eager leg.
+    Should it pass them, they no longer show what the kit patch fixes."""
+    rows = run_cases(trees["base"], SHIPPED_FAILS, "--device", device, "--name", NAME43)
+    assert [r["ok"] for r in rows] == [False] * len(SHIPPED_FAILS), rows
+    for r in rows:  # the eager leg's assertion, the first of the case
+        assert r["calls"] == 1 and "not close" in r["error"], r
+
+
+def test_registered_prefix_past_page(trees, device):
+    # The patched tree's copy (its python/ root's parent is the repository's root).
+    upstream_file = trees["patched"].parent / UPSTREAM_PATH
+    if not upstream_file.is_file():
+        pytest.fail(f"upstream test file missing: {upstream_file} (make apply BASE=v0.5.23)")
+    cmd = [sys.executable, str(RUN_REGISTERED), "--test-file", str(upstream_file)]
+    cmd += ["--device", device]
+    with ThreadPoolExecutor(2) as pool:
+        futures = {n: pool.submit(_rows, [*cmd, "--tree", str(t)], 3, n) for n, t in trees.items()}
+        out = {n: f.result() for n, f in futures.items()}
+    assert [(r["backend"], r["ok"]) for r in out["patched"]] == [
+        ("triton", True),
+        ("trtllm_mla", True),
+        ("triton", True),
+    ], out["patched"]
+    for r in out["base"]:  # the kit as shipped: the eager leg's assertion
+        assert not r["ok"] and r["error"].startswith("speculative_cuda_graph_runner.py:203:"), r
