@@ -144,7 +144,8 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
 
 18. ``uvicorn`` and ``fastapi``: the kit imports ``ModelRunner``, whose import
    chain reaches the HTTP server's modules; stub modules whose every name is
-   inert (``install_inert_modules``; 22 uses them too). Nothing on the attention path calls them.
+   inert (``install_inert_modules``; 22 uses them too). Nothing on the
+   attention path calls them.
 19. On the base tree only, the kit's ``prepare_mla_runner_inputs``
    (``kit_fix``, where a test asks for the corrected kit): v0.5.23's writes
    the prefix KV at contiguous slots whatever layout the batch's
@@ -154,7 +155,7 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
    series' kit patch does in the patched tree, whose kit runs unreplaced;
    ``test_kit23`` also runs the base tree's kit as shipped.
 
-The series' upstream test file (patches/v0.5.23 0007) runs in a child with
+The series' upstream test files (patches/v0.5.23) run in a child with
 ``tests/v0_5_23/registered_env23.py`` as a pytest plugin: 1-5, 9-12, and
 
 20. ``datasets`` (when not installed): an absent module, as in 3.
