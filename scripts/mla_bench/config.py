@@ -213,6 +213,20 @@ def parser() -> argparse.ArgumentParser:
         " runner_check's own setups (v0.5.23; GPU)",
     )
     p.add_argument(
+        "--without-last",
+        action="store_true",
+        help="--runners: also time the patched tree less the series' last patch (a third"
+        " tree, <build>/<base>/without-last)",
+    )
+    p.add_argument(
+        "--runner-loop",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--runners: also N back-to-back EAGLE iterations per size and round: host µs"
+        " per iteration, and the GPU's time between its graphs",
+    )
+    p.add_argument(
         "--runner-rounds",
         type=int,
         default=6,
@@ -230,6 +244,8 @@ def preset(args: argparse.Namespace, cuda: bool) -> str:
 
 
 def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
+    if (args.without_last or args.runner_loop) and not args.runners:
+        raise UserError("--without-last and --runner-loop go with --runners")
     sizes = {}
     for name, value in PRESETS[preset(args, cuda)].items():
         given = getattr(args, name)

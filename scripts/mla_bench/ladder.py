@@ -70,3 +70,36 @@ def trees(layout: Layout, base_tree: Path) -> list[tuple[str, Path]]:
         shutil.copyfile(ladder / f"{step['name']}.py", root / target)
         out.append((f"+{step['name']} {step['subject']}", root))
     return out
+
+
+def without_last(layout: Layout, patched_tree: Path) -> Path:
+    """``--without-last``: the patched tree less the series' last patch (the
+    files that patch changes as they were before it; the ones it adds left
+    out), written to ``<build>/<base>/without-last/python`` from the build
+    tree's commits (needs git); a GPU host without them uses the one copied
+    beside the bundle."""
+    root = layout.build / "without-last" / "python"
+    if not (layout.sglang / ".git").exists():
+        if not (root / "sglang" / "__init__.py").is_file():
+            raise UserError(
+                f"--without-last needs the commits in {layout.sglang} (`make apply`) or a"
+                f" {root} written where they are"
+            )
+        return root
+    commits = patch_commits(layout)
+    if not commits:
+        raise UserError(f"{layout.name}'s series has no patch to leave out")
+    last, git = commits[-1][0], Git(layout.sglang)
+    changed = git.out("diff-tree", "--no-commit-id", "--name-status", "-r", last).splitlines()
+    shutil.rmtree(root.parent, ignore_errors=True)
+    shutil.copytree(patched_tree, root, ignore=shutil.ignore_patterns("__pycache__"))
+    for line in changed:
+        status, path = line.split("\t", 1)
+        if not path.startswith("python/"):
+            continue  # outside the package (the patch's tests)
+        target = root / Path(path).relative_to("python")
+        if status == "A":
+            target.unlink()
+        else:
+            target.write_bytes(git.run("show", f"{last}~1:{path}").stdout)
+    return root

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--page-size", "16"], "invalid choice"),
         (["--quick", "--full"], "not allowed with argument"),
         (["--frobnicate"], "unrecognized arguments"),
+        (["--without-last"], "--without-last and --runner-loop go with --runners"),
+        (["--runner-loop", "5"], "--without-last and --runner-loop go with --runners"),
     ],
 )
 def test_bad_flags(flags, message, tmp_path):
