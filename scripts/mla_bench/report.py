@@ -484,7 +484,7 @@ def runner_report(times: dict, cpus: list) -> str:
     where the rounds ran the loop."""
     names = list(times)
     parts = []
-    for a, b in zip(names, names[1:]):
+    for a, b in zip(names, names[1:], strict=False):
         table = runner_markdown(times, cpus, (a, b))
         parts.append(table if len(names) == 2 else f"Trees {a} -> {b}:\n\n{table}")
     loop = runner_loop_markdown(times)
@@ -516,12 +516,22 @@ def runner_loop_markdown(times: dict) -> str:
         " (the GPU waiting for the host, plus the next runner's input copies), per"
         " transition and their sum; the median of the processes' medians (their range):",
         "",
-        _row("setup", "bs", "tree", "host µs / iteration", "draft -> verify",
-             "verify -> extend", "extend -> next draft", "between graphs"),
+        _row(
+            "setup",
+            "bs",
+            "tree",
+            "host µs / iteration",
+            "draft -> verify",
+            "verify -> extend",
+            "extend -> next draft",
+            "between graphs",
+        ),
         "|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     order = {tree: i for i, tree in enumerate(times)}
-    for (setup, bs, tree), row in sorted(rows.items(), key=lambda kv: (*kv[0][:2], order[kv[0][2]])):
+    keys = sorted(rows, key=lambda k: (k[0], k[1], order[k[2]]))
+    for setup, bs, tree in keys:
+        row = rows[(setup, bs, tree)]
         cells = [_span(row[g]) if g in row else "-" for g in gaps]
         lines.append(_row(setup, bs, tree, _span(row["host_us"]), *cells))
     return "\n".join(lines)

@@ -774,7 +774,6 @@ class RunnerCheck:
                 del r.runner.execute
         return report
 
-
     def loop(self, iterations: int, warmup: int = 3) -> list:
         """Back-to-back EAGLE iterations (the draft, verify and draft-extend
         ``execute`` in turn, each on a batch built beforehand, nothing waiting

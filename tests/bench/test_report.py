@@ -248,7 +248,8 @@ def test_runner_rounds_refuse_launch_counts_that_differ():
 
 def _loop_row(setup, bs, host, gaps):
     row = {"loop": True, "setup": setup, "bs": bs, "iterations": 20, "host_us": host}
-    for name, us in zip(("draft_to_verify", "verify_to_extend", "extend_to_draft"), gaps):
+    names = ("draft_to_verify", "verify_to_extend", "extend_to_draft")
+    for name, us in zip(names, gaps, strict=True):
         row[f"{name}_us"] = us
     row["idle_us"] = sum(gaps)
     return row
@@ -259,8 +260,7 @@ def test_three_trees_each_against_the_one_before_it_and_the_loop():
     # each round's report carries its loop rows after the execute rows.
     times = {
         "base": [_runner_rows(1.0, 30) + [_loop_row(0, 2, 900.0, (100, 200, 300))]] * 2,
-        "without-last": [_runner_rows(0.8, 20) + [_loop_row(0, 2, 800.0, (90, 180, 270))]]
-        * 2,
+        "without-last": [_runner_rows(0.8, 20) + [_loop_row(0, 2, 800.0, (90, 180, 270))]] * 2,
         "patched": [
             _runner_rows(0.5, 20) + [_loop_row(0, 2, 300.0, (10, 20, 30))],
             _runner_rows(0.5, 20) + [_loop_row(0, 2, 500.0, (20, 40, 60))],
