@@ -89,9 +89,9 @@ def runner_cpus() -> frozenset:
     return frozenset(sorted(os.sched_getaffinity(0))[-2:])
 
 
-def runner_times(trees: list, cfg: dict, rounds: int, loop: int = 0) -> dict:
+def runner_times(trees: list, cfg: dict, rounds: int, loop: int = 0, sizes=None) -> dict:
     """``--runners``: ``rounds`` processes of ``mla_harness.runner_check
-    --time`` (and ``--loop``) per tree of ``trees`` ([(name, path)]; two trees
+    --time`` (and ``--loop``, ``--sizes``) per tree of ``trees`` ([(name, path)]; two trees
     cannot share a process: each is ``sglang``), the trees' order reversed
     every other round, each pinned to ``runner_cpus``; per tree, the rounds'
     reports (``report.runner_rounds`` joins them)."""
@@ -113,6 +113,7 @@ def runner_times(trees: list, cfg: dict, rounds: int, loop: int = 0) -> dict:
                 "--time",
                 str(cfg["repeats"]),
                 *(["--loop", str(loop)] if loop else []),
+                *(["--sizes", ",".join(map(str, sizes))] if sizes else []),
                 cpus=cpus,
             )
             out[name].append(json.loads(stdout.strip().splitlines()[-1]))
@@ -163,7 +164,9 @@ def main(argv=None) -> int:
         timed = [trees[0], ("patched", trees[-1][1])]
         if args.without_last:
             timed.insert(1, ("without-last", ladder.without_last(layout, trees[-1][1])))
-        timed_runners = runner_times(timed, cfg, args.runner_rounds, args.runner_loop)
+        timed_runners = runner_times(
+            timed, cfg, args.runner_rounds, args.runner_loop, args.runner_batch_sizes
+        )
         table += "\n\n" + report.runner_report(timed_runners, sorted(runner_cpus()))
     print(table)
     out_dir = Path(args.out_dir or layout.build / "bench")

@@ -50,6 +50,8 @@ import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from sglpatch.errors import UserError
+
 from . import child
 
 DRAFT = "sglang.srt.speculative.eagle_draft_cuda_graph_runner"
@@ -1003,6 +1005,12 @@ def main(argv=None) -> int:
         help="with --time: also N back-to-back EAGLE iterations per size (RunnerCheck.loop)",
     )
     parser.add_argument(
+        "--sizes",
+        default="",
+        metavar="BS,BS",
+        help="instead of the variant's setups: its first setup, capturing these batch sizes",
+    )
+    parser.add_argument(
         "--variant",
         choices=sorted(VARIANTS),
         default="default",
@@ -1023,7 +1031,13 @@ def main(argv=None) -> int:
     if variant.compile_max_bs and args.device != "cuda":
         raise SystemExit("runner_check --variant compile: torch.compile's graphs need CUDA")
     report = []
-    for i, (kwargs, capture_bs) in enumerate(variant.setups):
+    setups = variant.setups
+    if args.sizes:
+        sizes = tuple(sorted({int(x) for x in args.sizes.split(",")}))
+        if not sizes or sizes[0] < 1:
+            raise UserError(f"--sizes: batch sizes >= 1, got {args.sizes!r}")
+        setups = ((dict(setups[0][0], max_bs=sizes[-1]), sizes),)
+    for i, (kwargs, capture_bs) in enumerate(setups):
         for speculative in (True, False):  # an EAGLE server's runners; a plain one's
             with contextlib.ExitStack() as stack:
                 stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
