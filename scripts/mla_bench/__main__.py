@@ -89,18 +89,19 @@ def runner_cpus() -> frozenset:
     return frozenset(sorted(os.sched_getaffinity(0))[-2:])
 
 
-def runner_times(base_tree: Path, patched_tree: Path, cfg: dict, rounds: int) -> dict:
+def runner_times(trees: list, cfg: dict, rounds: int, loop: int = 0, sizes=None) -> dict:
     """``--runners``: ``rounds`` processes of ``mla_harness.runner_check
-    --time`` per tree (the two trees cannot share a process: both are
-    ``sglang``), base and patched alternating which goes first, each pinned to
-    ``runner_cpus``; per tree, the rounds' reports (``report.runner_rounds``
-    joins them)."""
+    --time`` (and ``--loop``, ``--sizes``) per tree of ``trees`` ([(name, path)]; two trees
+    cannot share a process: each is ``sglang``), the trees' order reversed
+    every other round, each pinned to ``runner_cpus``; per tree, the rounds'
+    reports (``report.runner_rounds`` joins them)."""
     if cfg["device"] != "cuda":
         raise UserError("--runners times real CUDA graphs: it needs a GPU")
     if rounds < 1:
         raise UserError("--runner-rounds must be >= 1")
-    trees = [("base", base_tree), ("patched", patched_tree)]
-    out = {"base": [], "patched": []}
+    if loop < 0:
+        raise UserError("--runner-loop must be >= 0")
+    out = {name: [] for name, _ in trees}
     cpus = runner_cpus()
     for i in range(rounds):
         for name, tree in trees if i % 2 == 0 else trees[::-1]:
@@ -111,6 +112,8 @@ def runner_times(base_tree: Path, patched_tree: Path, cfg: dict, rounds: int) ->
                 "cuda",
                 "--time",
                 str(cfg["repeats"]),
+                *(["--loop", str(loop)] if loop else []),
+                *(["--sizes", ",".join(map(str, sizes))] if sizes else []),
                 cpus=cpus,
             )
             out[name].append(json.loads(stdout.strip().splitlines()[-1]))
@@ -158,8 +161,13 @@ def main(argv=None) -> int:
         )
     timed_runners = {}
     if args.runners:
-        timed_runners = runner_times(trees[0][1], trees[-1][1], cfg, args.runner_rounds)
-        table += "\n\n" + report.runner_markdown(timed_runners, sorted(runner_cpus()))
+        timed = [trees[0], ("patched", trees[-1][1])]
+        if args.without_last:
+            timed.insert(1, ("without-last", ladder.without_last(layout, trees[-1][1])))
+        timed_runners = runner_times(
+            timed, cfg, args.runner_rounds, args.runner_loop, args.runner_batch_sizes
+        )
+        table += "\n\n" + report.runner_report(timed_runners, sorted(runner_cpus()))
     print(table)
     out_dir = Path(args.out_dir or layout.build / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)

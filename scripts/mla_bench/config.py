@@ -213,6 +213,28 @@ def parser() -> argparse.ArgumentParser:
         " runner_check's own setups (v0.5.23; GPU)",
     )
     p.add_argument(
+        "--without-last",
+        action="store_true",
+        help="--runners: also time the patched tree less the series' last patch (a third"
+        " tree, <build>/<base>/without-last)",
+    )
+    p.add_argument(
+        "--runner-loop",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--runners: also N back-to-back EAGLE iterations per size and round: host µs"
+        " per iteration, and the GPU's time between its graphs",
+    )
+    p.add_argument(
+        "--runner-batch-sizes",
+        type=_ints,
+        default=None,
+        metavar="BS,BS",
+        help="--runners: capture these batch sizes in runner_check's first setup (page 64,"
+        " context 2K) instead of its own setups (default: its setups, bs 1-4)",
+    )
+    p.add_argument(
         "--runner-rounds",
         type=int,
         default=6,
@@ -230,6 +252,12 @@ def preset(args: argparse.Namespace, cuda: bool) -> str:
 
 
 def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
+    if (args.without_last or args.runner_loop or args.runner_batch_sizes) and not args.runners:
+        raise UserError("--without-last, --runner-loop and --runner-batch-sizes go with --runners")
+    if args.runner_batch_sizes is not None and (
+        not args.runner_batch_sizes or min(args.runner_batch_sizes) < 1
+    ):
+        raise UserError("--runner-batch-sizes needs batch sizes >= 1")
     sizes = {}
     for name, value in PRESETS[preset(args, cuda)].items():
         given = getattr(args, name)

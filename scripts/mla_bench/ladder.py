@@ -70,3 +70,56 @@ def trees(layout: Layout, base_tree: Path) -> list[tuple[str, Path]]:
         shutil.copyfile(ladder / f"{step['name']}.py", root / target)
         out.append((f"+{step['name']} {step['subject']}", root))
     return out
+
+
+def without_last(layout: Layout, patched_tree: Path) -> Path:
+    """``--without-last``: the patched tree less the series' last patch, at
+    ``<build>/<base>/without-last-tree/python``: the patched tree with the
+    files that patch changes as they were before it and the ones it adds left
+    out. What to restore is written to ``<build>/<base>/without-last`` from the
+    build tree's commits where they are at hand (needs git); a GPU host without
+    them uses that folder copied beside the bundle (as the ladder's)."""
+    material = layout.build / "without-last"
+    if (layout.sglang / ".git").exists():
+        _prepare_without_last(layout, material)
+    elif not (material / "index.json").is_file():
+        raise UserError(
+            f"--without-last needs the commits in {layout.sglang} (`make apply`) or a"
+            f" {material} written where they are"
+        )
+    index = json.loads((material / "index.json").read_text())
+    root = layout.build / "without-last-tree" / "python"
+    shutil.rmtree(root.parent, ignore_errors=True)
+    shutil.copytree(patched_tree, root, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in index["remove"]:
+        (root / path).unlink()
+    for path in index["restore"]:
+        shutil.copyfile(material / "before" / path, root / path)
+    return root
+
+
+def _prepare_without_last(layout: Layout, material: Path) -> None:
+    """Write ``material``/index.json (the last patch's subject, the package
+    files to restore and to remove, relative to ``python/``) and
+    ``before/<file>`` for each file to restore, as it was before that patch."""
+    commits = patch_commits(layout)
+    if not commits:
+        raise UserError(f"{layout.name}'s series has no patch to leave out")
+    (last, subject), git = commits[-1], Git(layout.sglang)
+    changed = git.out("diff-tree", "--no-commit-id", "--name-status", "-r", last).splitlines()
+    shutil.rmtree(material, ignore_errors=True)
+    restore, remove = [], []
+    for line in changed:
+        status, path = line.split("\t", 1)
+        if not path.startswith("python/"):
+            continue  # outside the package (the patch's tests)
+        relative = str(Path(path).relative_to("python"))
+        if status == "A":
+            remove.append(relative)
+            continue
+        target = material / "before" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(git.run("show", f"{last}~1:{path}").stdout)
+        restore.append(relative)
+    index = {"patch": subject, "restore": restore, "remove": remove}
+    (material / "index.json").write_text(json.dumps(index, indent=1))

@@ -426,6 +426,8 @@ def runner_rounds(times: dict) -> dict:
         rows = {}
         for report in rounds:
             for r in report:
+                if r.get("loop"):  # runner_loop_markdown's
+                    continue
                 key = (r["setup"], r["runner"], r["bs"], r["path"])
                 row = rows.setdefault(key, {"counts": set(), **{p: [] for p in RUNNER_PARTS}})
                 for part in RUNNER_PARTS:
@@ -453,12 +455,12 @@ def _minus(xs: list, ys: list) -> list:
     return [x - y for x, y in zip(xs, ys, strict=True)]
 
 
-def runner_iterations(joined: dict) -> dict:
-    """Per (setup, bs) both trees measured every runner of an EAGLE
+def runner_iterations(joined: dict, labels=("base", "patched")) -> dict:
+    """Per (setup, bs) both trees (``labels``) measured every runner of an EAGLE
     iteration at (draft, verify alone, draft extend: not plain decode, not
     verify after ``load_batch``): per tree, each round's sums over those
     runners of every part (``RUNNER_PARTS``), and their launches."""
-    base, patched = joined["base"], joined["patched"]
+    base, patched = (joined[label] for label in labels)
     out = {}
     for k in sorted(base):
         if k not in patched or k[3] != "execute" or "(decode)" in k[1]:
@@ -475,7 +477,67 @@ def runner_iterations(joined: dict) -> dict:
     return {key: it for key, it in out.items() if it["runners"] == 3}
 
 
-def runner_markdown(times: dict, cpus: list) -> str:
+def runner_report(times: dict, cpus: list) -> str:
+    """``--runners``' tables: ``runner_markdown`` of each tree against the one
+    before it (``--without-last``: v0.5.23 against the series less its last
+    patch, then that against the series), then ``runner_loop_markdown``
+    where the rounds ran the loop."""
+    names = list(times)
+    parts = []
+    for a, b in zip(names, names[1:], strict=False):
+        table = runner_markdown(times, cpus, (a, b))
+        parts.append(table if len(names) == 2 else f"Trees {a} -> {b}:\n\n{table}")
+    loop = runner_loop_markdown(times)
+    return "\n\n".join(parts + ([loop] if loop else []))
+
+
+def runner_loop_markdown(times: dict) -> str:
+    """``--runner-loop``: per tree, setup and size, the back-to-back EAGLE
+    iterations' host µs per iteration and the GPU's time between the
+    iteration's graphs (``runner_check.TRANSITIONS``, and their sum), each the
+    median over the rounds of each process's median (their range); '' when
+    the rounds ran no loop."""
+    rows = {}
+    for tree, rounds in times.items():
+        for report in rounds:
+            for r in report:
+                if r.get("loop"):
+                    row = rows.setdefault((r["setup"], r["bs"], tree), {})
+                    for key, value in r.items():
+                        if key.endswith("_us"):
+                            row.setdefault(key, []).append(value)
+    if not rows:
+        return ""
+    gaps = ("draft_to_verify_us", "verify_to_extend_us", "extend_to_draft_us", "idle_us")
+    lines = [
+        "Back-to-back EAGLE iterations (draft, verify, draft extend execute, each on a batch"
+        " built beforehand, nothing waiting for the GPU in between): host µs per iteration,"
+        " and the GPU's µs between one runner's graph ending and the next one's starting"
+        " (the GPU waiting for the host, plus the next runner's input copies), per"
+        " transition and their sum; the median of the processes' medians (their range):",
+        "",
+        _row(
+            "setup",
+            "bs",
+            "tree",
+            "host µs / iteration",
+            "draft -> verify",
+            "verify -> extend",
+            "extend -> next draft",
+            "between graphs",
+        ),
+        "|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    order = {tree: i for i, tree in enumerate(times)}
+    keys = sorted(rows, key=lambda k: (k[0], k[1], order[k[2]]))
+    for setup, bs, tree in keys:
+        row = rows[(setup, bs, tree)]
+        cells = [_span(row[g]) if g in row else "-" for g in gaps]
+        lines.append(_row(setup, bs, tree, _span(row["host_us"]), *cells))
+    return "\n".join(lines)
+
+
+def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
     """``--runners``: per real runner and captured size, the launches of one
     ``execute`` and its host µs, whole and by part (the metadata call, the
     graph launch, the rest), each the median over the rounds of each
@@ -485,8 +547,9 @@ def runner_markdown(times: dict, cpus: list) -> str:
     its metadata calls take (measured inside one process, unlike a
     difference between two processes' times)."""
     joined = runner_rounds(times)
-    base, patched = joined["base"], joined["patched"]
-    rounds = len(times["base"])
+    a, b_name = labels
+    base, patched = joined[a], joined[b_name]
+    rounds = len(times[a])
     med = statistics.median
     pair = lambda b, p: f"{_fmt(b)} / {_fmt(p)}"  # noqa: E731
     lines = [
@@ -550,7 +613,7 @@ def runner_markdown(times: dict, cpus: list) -> str:
         ),
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for (setup, bs), it in runner_iterations(joined).items():
+    for (setup, bs), it in runner_iterations(joined, labels).items():
         b, p = it["base"], it["patched"]
         held = [[m / e for m, e in zip(t["metadata"], t["execute"], strict=True)] for t in (b, p)]
         lines.append(
@@ -589,7 +652,7 @@ def main(argv=None) -> int:
         raise UserError(f"{args.record}: not a readable bench record ({error})") from None
     if not isinstance(record, dict) or not record.get("runners"):
         raise UserError(f"{args.record}: no --runners measurements in this record")
-    print(runner_markdown(record["runners"], record.get("runner_cpus") or []))
+    print(runner_report(record["runners"], record.get("runner_cpus") or []))
     return 0
 
 

@@ -58,6 +58,8 @@ import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from sglpatch.errors import UserError
+
 from . import child
 
 DRAFT = "sglang.srt.speculative.eagle_draft_cuda_graph_runner"
@@ -227,6 +229,12 @@ class Runner:
 
     def replay(self, raw_bs: int):
         """One ``execute`` with a new batch; returns (batch, outputs)."""
+        batch, run = self.ready(raw_bs)
+        return batch, run()
+
+    def ready(self, raw_bs: int):
+        """A new batch and the call that replays it (``execute``, returning the
+        outputs): (batch, call)."""
         raise NotImplementedError
 
     def graph(self) -> str:
@@ -313,10 +321,10 @@ class DraftRunner(Runner):
         )
         return batch, fb
 
-    def replay(self, raw_bs: int):
+    def ready(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
         assert self.runner.can_run_graph(fb), raw_bs
-        return batch, self.outputs(self.runner.execute(fb), raw_bs)
+        return batch, lambda: self.outputs(self.runner.execute(fb), raw_bs)
 
 
 class DraftExtendRunner(Runner):
@@ -366,14 +374,14 @@ class DraftExtendRunner(Runner):
         )
         return batch, fb
 
-    def replay(self, raw_bs: int):
+    def ready(self, raw_bs: int):
         import torch
 
         batch, fb = self.batch(raw_bs)
         assert self.runner.can_run_graph(fb), raw_bs
         w = self.width
         select_index = torch.arange(raw_bs, device=self.env.device) * w + w - 1
-        return batch, self.outputs(self.runner.execute(fb, select_index), raw_bs)
+        return batch, lambda: self.outputs(self.runner.execute(fb, select_index), raw_bs)
 
 
 class MultiLayerDraftExtendRunner(DraftExtendRunner):
@@ -734,19 +742,23 @@ class VerifyRunner(Runner):
             self.adapter = not getattr(self, "adapter", False)
             fb.lora_ids = ["adapter"] * fb.batch_size if self.adapter else None
 
-    def replay(self, raw_bs: int):
+    def ready(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
         self.lora(fb)
         assert self.runner.can_run_graph(fb), raw_bs
-        if self.path == "execute":  # eagle_prepare_for_verify, every other one
-            self.path = "load_batch, execute"
-            self.runner.load_batch(fb)
-            fb.mark_forward_metadata_ready()
-        else:
-            self.path = "execute"
-        out = self.outputs(self.runner.execute(fb), raw_bs)
-        self.check_order()
-        return batch, out
+
+        def run():
+            if self.path == "execute":  # eagle_prepare_for_verify, every other one
+                self.path = "load_batch, execute"
+                self.runner.load_batch(fb)
+                fb.mark_forward_metadata_ready()
+            else:
+                self.path = "execute"
+            out = self.outputs(self.runner.execute(fb), raw_bs)
+            self.check_order()
+            return out
+
+        return batch, run
 
     def graph(self) -> str:
         """The variant of the graph the last ``execute`` replayed."""
@@ -789,13 +801,17 @@ class DecodeRunner(VerifyRunner):
         )
         return batch, fb
 
-    def replay(self, raw_bs: int):
+    def ready(self, raw_bs: int):
         batch, fb = self.batch(raw_bs)
         self.lora(fb)
         assert self.runner.can_run_graph(fb), raw_bs
-        out = self.outputs(self.runner.execute(fb), raw_bs)
-        self.check_order()
-        return batch, out
+
+        def run():
+            out = self.outputs(self.runner.execute(fb), raw_bs)
+            self.check_order()
+            return out
+
+        return batch, run
 
 
 class RunnerCheck:
@@ -1074,6 +1090,89 @@ class RunnerCheck:
                 del r.runner.execute
         return report
 
+    def loop(self, iterations: int, warmup: int = 3) -> list:
+        """Back-to-back EAGLE iterations (the draft, verify and draft-extend
+        ``execute`` in turn, each on a batch built beforehand, nothing waiting
+        for the GPU in between), per size all three runners captured: the host
+        µs per iteration and, on CUDA, per iteration the GPU time between one
+        runner's graph and the next one's (``TRANSITIONS``: the GPU waiting for
+        the host, plus the next runner's input copies), each the median over
+        ``iterations`` after ``warmup`` more. On CPU: host time only."""
+        import statistics
+        import time
+
+        import torch
+
+        cuda = self.device.startswith("cuda")
+        sizes = sorted(set.intersection(*(set(r.runner.capture_bs) for r in self.runners)))
+        report = []
+        for bs in sizes:
+            calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
+            marks = []  # per graph replay, on CUDA: (event before it, event after it)
+            with graph_events(self.runners, marks, cuda):
+                if cuda:
+                    torch.cuda.synchronize()
+                host = []
+                for iteration in calls:
+                    start = time.perf_counter()
+                    for call in iteration:
+                        call()
+                    host.append((time.perf_counter() - start) * 1e6)
+                if cuda:
+                    torch.cuda.synchronize()
+            row = {
+                "loop": True,
+                "bs": bs,
+                "iterations": iterations,
+                "host_us": statistics.median(host[warmup:]),
+            }
+            if cuda:
+                per = len(self.runners)
+                marks = marks[warmup * per :]
+                for k, name in enumerate(TRANSITIONS):
+                    row[f"{name}_us"] = statistics.median(
+                        marks[i][1].elapsed_time(marks[i + 1][0]) * 1e3
+                        for i in range(k, len(marks) - 1, per)
+                    )
+                row["idle_us"] = sum(row[f"{name}_us"] for name in TRANSITIONS)
+            report.append(row)
+        return report
+
+
+# ``loop``'s transitions between an iteration's graphs, in the runners' order
+# (draft, verify, draft extend), the last one into the next iteration's draft.
+TRANSITIONS = ("draft_to_verify", "verify_to_extend", "extend_to_draft")
+
+
+@contextlib.contextmanager
+def graph_events(runners: list, marks: list, cuda: bool):
+    """On CUDA: append to ``marks``, per graph replay of ``runners`` (their
+    graph backends' ``replay``), a CUDA event recorded right before the
+    replay and one right after. The methods are wrapped on their objects and
+    restored after. Off CUDA: nothing."""
+    import torch
+
+    backends = [r.runner.backend for r in runners] if cuda else []
+
+    def timed(replay):
+        def call(*args, **kwargs):
+            before, after = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            before.record()
+            out = replay(*args, **kwargs)
+            after.record()
+            marks.append((before, after))
+            return out
+
+        return call
+
+    for backend in backends:
+        backend.replay = timed(backend.replay)
+    try:
+        yield
+    finally:
+        for backend in backends:
+            del backend.replay
+
 
 # What ``time_execute`` attributes an ``execute``'s host time to: (section,
 # the runner's attribute holding the object, the method called on it).
@@ -1260,6 +1359,19 @@ def main(argv=None) -> int:
         help="instead of the checks: the host µs of each runner's execute, median of N",
     )
     parser.add_argument(
+        "--loop",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --time: also N back-to-back EAGLE iterations per size (RunnerCheck.loop)",
+    )
+    parser.add_argument(
+        "--sizes",
+        default="",
+        metavar="BS,BS",
+        help="instead of the variant's setups: its first setup, capturing these batch sizes",
+    )
+    parser.add_argument(
         "--variant",
         choices=sorted(VARIANTS),
         default="default",
@@ -1280,7 +1392,13 @@ def main(argv=None) -> int:
     if variant.compile_max_bs and args.device != "cuda":
         raise SystemExit("runner_check --variant compile: torch.compile's graphs need CUDA")
     report = []
-    for i, (kwargs, capture_bs) in enumerate(variant.setups):
+    setups = variant.setups
+    if args.sizes:
+        sizes = tuple(sorted({int(x) for x in args.sizes.split(",")}))
+        if not sizes or sizes[0] < 1:
+            raise UserError(f"--sizes: batch sizes >= 1, got {args.sizes!r}")
+        setups = ((dict(setups[0][0], max_bs=sizes[-1]), sizes),)
+    for i, (kwargs, capture_bs) in enumerate(setups):
         # An EAGLE server's runners; a plain one's.
         for speculative in (True, False) if variant.decode else (True,):
             with contextlib.ExitStack() as stack:
@@ -1296,6 +1414,8 @@ def main(argv=None) -> int:
                     variant=variant,
                 )
                 rows = check.time_execute(args.time) if args.time else check.run(args.replays)
+                if args.loop and speculative:
+                    rows += check.loop(args.loop)
                 report.extend({"setup": i, **r} for r in rows)
     print(json.dumps(report))
     return 0

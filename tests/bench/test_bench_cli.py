@@ -30,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--page-size", "16"], "invalid choice"),
         (["--quick", "--full"], "not allowed with argument"),
         (["--frobnicate"], "unrecognized arguments"),
+        (["--without-last"], "go with --runners"),
+        (["--runner-loop", "5"], "go with --runners"),
+        (["--runner-batch-sizes", "1,64"], "go with --runners"),
+        (["--runners", "--runner-batch-sizes", "0"], "--runner-batch-sizes needs batch sizes >= 1"),
     ],
 )
 def test_bad_flags(flags, message, tmp_path):

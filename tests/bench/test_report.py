@@ -244,3 +244,42 @@ def test_runner_rounds_refuse_launch_counts_that_differ():
     rounds = [_runner_rows(1.0, 30), _runner_rows(1.0, 31)]
     with pytest.raises(ValueError, match="launches differ between rounds"):
         report.runner_rounds({"base": rounds})
+
+
+def _loop_row(setup, bs, host, gaps):
+    row = {"loop": True, "setup": setup, "bs": bs, "iterations": 20, "host_us": host}
+    names = ("draft_to_verify", "verify_to_extend", "extend_to_draft")
+    for name, us in zip(names, gaps, strict=True):
+        row[f"{name}_us"] = us
+    row["idle_us"] = sum(gaps)
+    return row
+
+
+def test_three_trees_each_against_the_one_before_it_and_the_loop():
+    # --without-last: v0.5.23, the series less its last patch, the series;
+    # each round's report carries its loop rows after the execute rows.
+    times = {
+        "base": [_runner_rows(1.0, 30) + [_loop_row(0, 2, 900.0, (100, 200, 300))]] * 2,
+        "without-last": [_runner_rows(0.8, 20) + [_loop_row(0, 2, 800.0, (90, 180, 270))]] * 2,
+        "patched": [
+            _runner_rows(0.5, 20) + [_loop_row(0, 2, 300.0, (10, 20, 30))],
+            _runner_rows(0.5, 20) + [_loop_row(0, 2, 500.0, (20, 40, 60))],
+        ],
+    }
+    text = report.runner_report(times, [14, 15])
+    first, second = text.split("Trees base -> without-last:")[1].split(
+        "Trees without-last -> patched:"
+    )
+    assert report.runner_markdown(times, [14, 15], ("base", "without-last")) in first
+    assert report.runner_markdown(times, [14, 15], ("without-last", "patched")) in second
+    assert "| 0 | 2 | 90 -> 60 |" in first and "| 0 | 2 | 60 -> 60 |" in second
+    assert "| 0 | 2 | base | 900.0 (900.0-900.0) | 100.0 (100.0-100.0) " in second
+    loop = (
+        "| 0 | 2 | patched | 400.0 (300.0-500.0) | 15.0 (10.0-20.0) | 30.0 (20.0-40.0) "
+        "| 45.0 (30.0-60.0) | 90.0 (60.0-120.0) |"
+    )
+    assert loop in second
+    # Two trees, no loop: the table as before.
+    assert report.runner_report(RUNNER_TIMES, [14, 15]) == report.runner_markdown(
+        RUNNER_TIMES, [14, 15]
+    )

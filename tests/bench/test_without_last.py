@@ -1,0 +1,68 @@
+"""``make bench --runners --without-last``'s third tree: the patched tree less
+the series' last patch, built from the build tree's commits."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from mla_bench import ladder
+from sglpatch.errors import UserError
+from sglpatch.layout import Layout
+from sglpatch.queue import patch_commits
+
+pytestmark = pytest.mark.base("v0.5.23")
+
+
+def test_the_files_the_last_patch_changes_are_as_before_it(trees_of, request):
+    patched = trees_of("v0.5.23")["patched"]
+    layout = Layout.create(request.config.getoption("--build"), base="v0.5.23")
+    root = ladder.without_last(layout, patched)
+    last = patch_commits(layout)[-1][0]
+    git = ["git", "-C", str(layout.sglang)]
+    changed = subprocess.run(
+        [*git, "diff-tree", "--no-commit-id", "--name-status", "-r", last],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    package = [line.split("\t", 1) for line in changed if "\tpython/" in line]
+    assert package, changed
+    for status, path in package:
+        target = root / path.removeprefix("python/")
+        if status == "A":
+            assert not target.exists(), path
+            continue
+        before = subprocess.run(
+            [*git, "show", f"{last}~1:{path}"], capture_output=True, check=True
+        ).stdout
+        assert target.read_bytes() == before, path
+        assert target.read_bytes() != (patched / path.removeprefix("python/")).read_bytes()
+    # Everything else is the patched tree's.
+    untouched = "sglang/srt/layers/attention/trtllm_mla_backend.py"
+    assert filecmp.cmp(root / untouched, patched / untouched, shallow=False)
+
+
+def test_a_host_without_the_commits_builds_it_from_the_copied_folder(trees_of, tmp_path, request):
+    # As on a GPU host from the bundle: no .git in the build tree, the
+    # without-last folder copied beside it.
+    patched = trees_of("v0.5.23")["patched"]
+    layout = Layout.create(request.config.getoption("--build"), base="v0.5.23")
+    with_git = ladder.without_last(layout, patched)
+    copied = tmp_path / "v0.5.23"
+    (copied / "sglang").mkdir(parents=True)  # a build tree without its commits
+    shutil.copytree(layout.build / "without-last", copied / "without-last")
+    bundled = Layout.create(tmp_path, base="v0.5.23")
+    root = ladder.without_last(bundled, patched)
+    index = json.loads((copied / "without-last" / "index.json").read_text())
+    for path in index["restore"]:
+        assert filecmp.cmp(root / path, with_git / path, shallow=False), path
+    for path in index["remove"]:
+        assert not (root / path).exists()
+    shutil.rmtree(copied / "without-last")
+    with pytest.raises(UserError, match="--without-last needs the commits"):
+        ladder.without_last(bundled, patched)

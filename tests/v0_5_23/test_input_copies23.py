@@ -1,0 +1,89 @@
+"""The runner input copies' upstream test file, run on both v0.5.23 trees.
+
+The queue's ``[perf] cuda graph runners`` patch adds ``test/registered/
+model_executor/test_cuda_graph_input_copies.py`` to SGLang: the grouped copy
+kept per captured size (``SmallCopy``, CUDA only) against ``Tensor.copy_`` and
+``try_small_copy``, the buffer registry's fills and ``copy_slots`` over every
+kind of fill, and the draft / draft-extend runners' kept views. Each tree runs
+it in a child pytest (``test_registered23._run_child``: that tree first on the
+path, the harness's replacements installed first). The patched tree must pass
+every case that runs on the device. On v0.5.23 as released the registry's
+cases must pass as well (the fills are unchanged); the kept copies and views
+are missing there (strict xfail). The runners themselves, on both trees, with
+every output compared: ``test_real_runner23``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from .test_registered23 import TREES, _run_child
+
+pytestmark = pytest.mark.base("v0.5.23")
+
+UPSTREAM_PATH = "test/registered/model_executor/test_cuda_graph_input_copies.py"
+# class -> (its methods, whether it passes on v0.5.23 as released, CUDA only).
+# The registry's fills must come out the same on both trees.
+CASES = {
+    "TestSmallCopy": (
+        (
+            "test_new_sources_each_call",
+            "test_refuses_what_try_small_copy_refuses",
+            "test_captured_in_a_graph",
+        ),
+        False,
+        True,
+    ),
+    "TestRegistryFill": (("test_fills", "test_copy_slots"), True, False),
+    "TestRunnerInputViews": (("test_draft", "test_draft_extend"), False, False),
+}
+
+
+@pytest.fixture(scope="module")
+def copies23(trees_of, device, tmp_path_factory) -> dict:
+    trees23 = trees_of("v0.5.23")
+    upstream_file = trees23["patched"].parent / UPSTREAM_PATH
+    if not upstream_file.is_file():
+        pytest.fail(f"upstream test file missing: {upstream_file} (make apply BASE=v0.5.23)")
+    tmp = tmp_path_factory.mktemp("copies23")
+    with ThreadPoolExecutor(len(TREES)) as pool:
+        futures = {
+            name: pool.submit(_run_child, trees23[name], upstream_file, device, tmp / name)
+            for name in TREES
+        }
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _check(run: dict, device: str, case: str) -> None:
+    methods, _, cuda_only = CASES[case]
+    if cuda_only and device != "cuda":
+        pytest.skip("CUDA only (the upstream class skips without CUDA)")
+    for method in methods:
+        assert run["outcomes"].get(method) == {"PASSED"}, f"{method}:\n{run['log']}"
+
+
+def test_patched_runs_clean(copies23):
+    assert copies23["patched"]["rc"] == 0, copies23["patched"]["log"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_patched(copies23, device, case):
+    _check(copies23["patched"], device, case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            name,
+            marks=()
+            if on_base
+            else pytest.mark.xfail(strict=True, reason="v0.5.23 keeps no input copies"),
+        )
+        for name, (_, on_base, _) in sorted(CASES.items())
+    ],
+)
+def test_base(copies23, device, case):
+    _check(copies23["base"], device, case)
