@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mla_bench import config
+from mla_bench import config, ladder
 from mla_bench.__main__ import invocation
 from mla_harness import subprocess_env
+from sglpatch.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,17 +86,20 @@ def test_help_names_the_paths_the_bench_uses(tmp_path):
     from sglpatch.layout import Layout
 
     text = " ".join(config.parser().format_help().split())
-    named = re.findall(r"<build>/[\w<>/]+", text)
+    named = re.findall(r"<build>/[\w<>/-]+", text)
     assert sorted(set(named)) == [
         "<build>/<base>/base",
         "<build>/<base>/bench",
         "<build>/<base>/ladder",
         "<build>/<base>/sglang",
+        "<build>/<base>/without-last",
     ]
     layout = Layout.create(tmp_path)
     assert [layout.base, layout.sglang, layout.ladder] == [
         tmp_path / layout.name / leaf for leaf in ("base", "sglang", "ladder")
     ]
+    with pytest.raises(UserError, match=re.escape(str(layout.build / "without-last"))):
+        ladder.without_last(layout, tmp_path)  # no commits, no folder: it names where it looked
     assert "build/<base>" not in text.replace("<build>/<base>", "")
 
 
