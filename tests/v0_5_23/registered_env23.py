@@ -32,6 +32,7 @@ import os
 import sys
 
 import pytest
+
 from mla_harness import replacements
 
 USE_CUDA = os.environ.get("REGTEST_DEVICE", "cpu") == "cuda"
