@@ -67,7 +67,7 @@ FORK := $(filter command environment,$(firstword $(origin SGLANG_DIR)))
 VENV_STAMP := $(if $(filter /%,$(value VENV)),$(value VENV),$(ROOT)/$(value VENV))/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help apply export check-patches check-upstream bundle venv test lint bench clean
+.PHONY: help apply export check-patches check-upstream bundle flashinfer venv test lint bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {gsub(/\$$\(BUILD\)/, ENVIRON["SGLPATCH_MK_BUILD"], $$2); gsub(/\$$\(VENV\)/, ENVIRON["SGLPATCH_MK_VENV"], $$2); printf "  %-16s %s\n", $$1, $$2}' "$$SGLPATCH_MK_MAKEFILE"
@@ -86,6 +86,9 @@ check-upstream: ## Per patch against a newer release, what to do (drop, rebase, 
 
 bundle: apply ## Offline bundle for air-gapped GPU hosts (cp312 wheels + a base's trees) in $(BUILD)/<base>/bundle (BASE=<name>)
 	@$(TOOL) $(ONE_BASE) bundle
+
+flashinfer: ## The real FlashInfer wheels of ci/flashinfer-gpu.toml for GPU hosts, in parts, in $(BUILD)/<base>/flashinfer (BASE=<name>)
+	@$(TOOL) $(ONE_BASE) flashinfer
 
 venv: $(VENV_STAMP) ## Create the pinned virtual environment $(VENV) (5.9 GiB)
 

@@ -43,11 +43,16 @@ SGLang's own test-kit mechanism, and its import chain needs the real
 stand-in. Its backends' constructors call four things more, replaced at
 construction (``install_construction_stand_ins``, ``unpinned_host_on_cpu``):
 
-9. Where FlashInfer is absent: ``trtllm_mla_backend.
-   make_persistent_multi_ctas_kv_counter_buffer``, which sizes the trtllm-gen
-   kernel's counter scratch through ``flashinfer.utils``. Only that kernel
-   reads the buffer (``_run_decode_kernel``, replaced by 7); the stand-in is
-   an ``Unusable`` object that fails on any use.
+9. Where SGLang did not import FlashInfer (``trtllm_mla_backend`` has no
+   ``flashinfer``: it imports it only where ``is_flashinfer_available()``,
+   FlashInfer importable and CUDA, so never on CPU, whatever is installed):
+   ``trtllm_mla_backend.make_persistent_multi_ctas_kv_counter_buffer``, which
+   sizes the trtllm-gen kernel's counter scratch through ``flashinfer.utils``.
+   Only that kernel reads the buffer (``_run_decode_kernel``, replaced by 7);
+   the stand-in is an ``Unusable`` object that fails on any use. On CUDA with
+   FlashInfer the real buffer is made (``flashinfer.utils.get_device_sm_count``
+   and ``get_trtllm_gen_multi_ctas_kv_counter_bytes``), and 1 and 2 are not
+   installed either.
 10. ``trtllm_mla_backend._jit_fixup_module``: ``__init__`` JIT-builds the
    prefill zero-KV fixup CUDA kernel ahead of time (needs nvcc and the tvm_ffi
    JIT toolchain, absent on CPU and in the offline bundle). Only that name in
@@ -420,12 +425,20 @@ def _never_capable(*args, **kwargs) -> bool:
     return False
 
 
-def construction_stand_ins(use_cuda: bool) -> dict:
-    """Replacements 9-11: name in ``trtllm_mla_backend`` -> stand-in, for this host."""
+def flashinfer_in_use(module) -> bool:
+    """Whether SGLang imported FlashInfer into ``module`` (v0.5.23's
+    ``trtllm_mla_backend``): it does where ``is_flashinfer_available()``."""
+    return isinstance(getattr(module, "flashinfer", None), types.ModuleType)
+
+
+def construction_stand_ins(use_cuda: bool, flashinfer: bool) -> dict:
+    """Replacements 9-11: name in ``trtllm_mla_backend`` -> stand-in, for this
+    host; ``flashinfer``: whether the module uses the real one (9 is then not
+    replaced)."""
     out = {
         "_jit_fixup_module": lambda dtype: Unusable("the zero-KV fixup JIT module"),
     }
-    if importlib.util.find_spec("flashinfer") is None:
+    if not flashinfer:
         out["make_persistent_multi_ctas_kv_counter_buffer"] = (
             lambda device, num_q_heads, max_batch_size: Unusable(
                 "the trtllm-gen multi-CTA KV counter buffer"
@@ -440,7 +453,7 @@ def construction_stand_ins(use_cuda: bool) -> dict:
 def install_construction_stand_ins(module, use_cuda: bool) -> None:
     """Replacements 9-11, into v0.5.23's ``trtllm_mla_backend`` module; a name
     the module lacks means the replacement is out of date: fail."""
-    for name, stand_in in construction_stand_ins(use_cuda).items():
+    for name, stand_in in construction_stand_ins(use_cuda, flashinfer_in_use(module)).items():
         if not hasattr(module, name):
             raise AssertionError(f"{module.__name__} has no {name}: update replacements.py")
         setattr(module, name, stand_in)

@@ -93,6 +93,15 @@ def _bundle(layout: Layout, args: argparse.Namespace) -> int:
     return 0
 
 
+def _flashinfer(layout: Layout, args: argparse.Namespace) -> int:
+    """flashinfer: the real FlashInfer wheels for GPU hosts, in parts."""
+    from sglpatch.flashinfer_wheels import stage
+
+    with build_lock(layout):
+        stage(layout)
+    return 0
+
+
 def _lint_patched(layout: Layout, args: argparse.Namespace) -> int:
     """lint-patched: upstream's hooks on the files the series touches."""
     from sglpatch.lint import lint_patched
@@ -185,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     upstream = _command(commands, "check-upstream", _check_upstream)
     upstream.add_argument("--version", required=True, help="release to check, X.Y.Z")
     _command(commands, "bundle", _bundle)
+    _command(commands, "flashinfer", _flashinfer)
     lint = _command(commands, "lint-patched", _lint_patched)
     lint.add_argument("--pre-commit", required=True, help="the pre-commit executable")
     _command(commands, "trees", _trees)

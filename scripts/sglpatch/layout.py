@@ -93,6 +93,11 @@ class Layout:
         return self.build / "bundle"
 
     @property
+    def flashinfer(self) -> Path:
+        """The FlashInfer wheels for GPU hosts, in parts (``flashinfer_wheels.py``)."""
+        return self.build / "flashinfer"
+
+    @property
     def ladder(self) -> Path:
         """Per-patch trees of ``make bench --ladder`` (base + the first k patches)."""
         return self.build / "ladder"

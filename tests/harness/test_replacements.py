@@ -83,7 +83,7 @@ def test_unusable_stand_in_refuses_use():
     under test never uses fails the test on any use."""
     from mla_harness.replacements import construction_stand_ins
 
-    for name, stand_in in construction_stand_ins(use_cuda=False).items():
+    for name, stand_in in construction_stand_ins(use_cuda=False, flashinfer=False).items():
         if name.startswith("can_use_"):
             continue
         value = stand_in(*([None] * stand_in.__code__.co_argcount))
@@ -95,16 +95,32 @@ def test_unusable_stand_in_refuses_use():
 
 def test_construction_stand_ins_per_host():
     """Replacement 11 only on CPU (a GPU answers the capability check itself);
-    9 only where FlashInfer is absent; 10 everywhere."""
+    9 only where SGLang did not import FlashInfer; 10 everywhere."""
     from mla_harness.replacements import construction_stand_ins
 
-    cpu, gpu = construction_stand_ins(use_cuda=False), construction_stand_ins(use_cuda=True)
+    cpu = construction_stand_ins(use_cuda=False, flashinfer=False)
+    gpu = construction_stand_ins(use_cuda=True, flashinfer=False)
+    real = construction_stand_ins(use_cuda=True, flashinfer=True)
     assert cpu["can_use_set_mla_kv_concat_q"]() is False
     assert cpu["can_use_set_mla_kv_concat_q_fp8"]() is False
     assert not {"can_use_set_mla_kv_concat_q", "can_use_set_mla_kv_concat_q_fp8"} & set(gpu)
-    assert "_jit_fixup_module" in cpu and "_jit_fixup_module" in gpu
-    flashinfer = importlib.util.find_spec("flashinfer") is not None
-    assert ("make_persistent_multi_ctas_kv_counter_buffer" in cpu) is not flashinfer
+    assert all("_jit_fixup_module" in s for s in (cpu, gpu, real))
+    counter = "make_persistent_multi_ctas_kv_counter_buffer"
+    assert counter in cpu and counter in gpu and counter not in real
+
+
+def test_flashinfer_in_use_reads_what_sglang_imported():
+    """Replacement 9's condition: the backend module's own ``flashinfer``
+    global (SGLang imports it only where is_flashinfer_available()), not
+    whether FlashInfer is importable (it is not used on CPU even then)."""
+    import types
+
+    from mla_harness.replacements import flashinfer_in_use
+
+    module = types.ModuleType("trtllm_mla_backend")
+    assert not flashinfer_in_use(module)
+    module.flashinfer = types.ModuleType("flashinfer")
+    assert flashinfer_in_use(module)
 
 
 def test_stand_ins_refuse_a_module_without_the_name():

@@ -10,6 +10,14 @@ file imports sglang (``mla_harness.replacements``, each with its reason):
 hard-coded ``device="cuda"`` factories and pinned host buffers). The device
 comes from ``REGTEST_DEVICE`` ("cpu" or "cuda").
 
+FlashInfer: SGLang imports it where ``is_flashinfer_available()`` (importable
+and CUDA); there 1, 2 and 9 are not installed and the backends are built on
+the real package (its MLA and ragged prefill wrappers, the multi-CTA counter
+buffer). ``REGTEST_FLASHINFER`` says which the run must use: ``auto``
+(default: whichever SGLang takes), ``real`` (the child stops at configure
+unless SGLang imported FlashInfer) or ``absent`` (1, 2 and 9 even where it is
+installed). The child's summary says which it used (a ``flashinfer:`` line).
+
 And 20: ``datasets`` (when not installed) is served as an absent module
 (replacement 3's mechanism). ``sglang.test.test_utils``
 (``CustomTestCase``) imports the serving benchmark, which imports it at
@@ -23,9 +31,16 @@ import importlib.util
 import os
 import sys
 
+import pytest
+
 from mla_harness import replacements
 
 USE_CUDA = os.environ.get("REGTEST_DEVICE", "cpu") == "cuda"
+FLASHINFER = os.environ.get("REGTEST_FLASHINFER", "auto")
+if FLASHINFER not in ("auto", "real", "absent"):
+    raise SystemExit(f"REGTEST_FLASHINFER must be auto, real or absent, not {FLASHINFER!r}")
+if FLASHINFER == "absent":
+    os.environ["SGLANG_IS_FLASHINFER_AVAILABLE"] = "false"  # replacement 1, as where absent
 replacements.prepare_environment(USE_CUDA)
 if importlib.util.find_spec("datasets") is None:
     sys.meta_path.insert(0, replacements._AbsentFinder(["datasets"]))
@@ -35,10 +50,27 @@ _modes = contextlib.ExitStack()
 def pytest_configure(config):
     from sglang.srt.layers.attention import trtllm_mla_backend
 
+    if FLASHINFER == "real" and not replacements.flashinfer_in_use(trtllm_mla_backend):
+        raise pytest.UsageError(
+            "REGTEST_FLASHINFER=real, but SGLang did not import FlashInfer (it does where"
+            " is_flashinfer_available(): importable and CUDA)"
+        )
     replacements.install_flashinfer_wrappers()
     replacements.install_construction_stand_ins(trtllm_mla_backend, USE_CUDA)
     _modes.enter_context(replacements.cuda_factories_on_cpu(USE_CUDA))
     _modes.enter_context(replacements.unpinned_host_on_cpu(USE_CUDA))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The FlashInfer the run used, in one line (shown under -q too)."""
+    from sglang.srt.layers.attention import trtllm_mla_backend
+
+    if replacements.flashinfer_in_use(trtllm_mla_backend):
+        module = trtllm_mla_backend.flashinfer
+        line = f"real {module.__version__} ({os.path.dirname(module.__file__)})"
+    else:
+        line = "replaced (1, 2, 9)"
+    terminalreporter.write_line(f"flashinfer: {line}")
 
 
 def pytest_unconfigure(config):

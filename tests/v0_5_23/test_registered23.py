@@ -106,7 +106,10 @@ def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path) -> dict:
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     outcomes: dict[str, set[str]] = {}
+    flashinfer = "not reported"
     for line in proc.stdout.splitlines():
+        if line.startswith("flashinfer: "):  # registered_env23's summary line
+            flashinfer = line.removeprefix("flashinfer: ")
         m = _LINE.match(line)
         if m:
             outcomes.setdefault(m.group(5), set()).add(m.group(2))
@@ -115,6 +118,7 @@ def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path) -> dict:
         "log": proc.stdout[-8000:] + proc.stderr[-3000:],
         "seconds": time.monotonic() - start,
         "outcomes": outcomes,
+        "flashinfer": flashinfer,
     }
 
 
@@ -190,7 +194,11 @@ def test_base_group(registered23, device, group):
 
 
 def test_report(registered23, device):
-    """One line per tree in the output (-rA shows it): the child's time."""
+    """One line per tree in the output (-rA shows it): the child's time and
+    the FlashInfer it used (``REGTEST_FLASHINFER``: registered_env23)."""
     for name in TREES:
         for key, run in sorted(registered23[name].items()):
-            print(f"{name} {key}: rc {run['rc']}, {run['seconds']:.0f} s on {device}")
+            print(
+                f"{name} {key}: rc {run['rc']}, {run['seconds']:.0f} s on {device},"
+                f" flashinfer {run['flashinfer']}"
+            )
