@@ -51,6 +51,12 @@ GROUPS = {
         False,
     ),
     "0003_dp_padding": ("dp_padding", ("test_padding_adds_whole_requests",), False, False),
+    "0003_idle_rank": (
+        "dp_padding",
+        ("test_idle_rank_pads_the_counts_as_a_busy_rank",),
+        True,
+        False,
+    ),
     "0004_fp4_query": (
         "metadata",
         ("test_fp4_cache_query_in_the_dtype_the_kernel_reads",),
