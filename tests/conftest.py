@@ -131,7 +131,8 @@ def _argnames(marker) -> tuple[str, ...]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Deselect (not skip) the tests of the bases not selected."""
+    """Deselect (not skip) the tests of the bases not selected; give each kept
+    test its pytest-xdist group (``xdist_group``)."""
     selected = selected_bases(config)
     kept, dropped = [], []
     for item in items:
@@ -140,6 +141,31 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    for item in kept:
+        group = xdist_group(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# The fixtures that probe both trees of a base, once a session and process.
+PROBED = ("results", "double")
+
+
+def xdist_group(item) -> str | None:
+    """Which tests ``make test`` (``-n 2 --dist loadgroup``) keeps on one worker,
+    so that what they share is computed once: the tests that read a base's
+    probes (``PROBED``), one group per base; the tests of a module that use a
+    module- or session-scoped fixture of that module (a child run, a built
+    tree), one group per module. The rest spread over the workers; a test
+    module marked ``xdist_group`` itself keeps its mark."""
+    if set(PROBED) & set(item.fixturenames):
+        return f"probes-{base_of(item) or _bases().default}"
+    module = getattr(item.module, "__name__", None)
+    for definitions in item._fixtureinfo.name2fixturedefs.values():
+        fixture = definitions[-1]
+        if fixture.scope in ("module", "session") and fixture.func.__module__ == module:
+            return f"module-{item.nodeid.split('::')[0]}"
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -312,6 +338,19 @@ def _skip_reason(report) -> str:
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     return reason.removeprefix("Skipped: ")
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its probe lines to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["probe_report"] = list(REPORT)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller collects each worker's probe lines (``pytest_sessionfinish``)."""
+    REPORT.extend(getattr(node, "workeroutput", {}).get("probe_report", []))
 
 
 @pytest.hookimpl(trylast=True)

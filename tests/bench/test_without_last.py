@@ -15,7 +15,8 @@ from sglpatch.errors import UserError
 from sglpatch.layout import Layout
 from sglpatch.queue import patch_commits
 
-pytestmark = pytest.mark.base("v0.5.23")
+# Both tests write build/v0.5.23/without-last(-tree): one worker under make test.
+pytestmark = [pytest.mark.base("v0.5.23"), pytest.mark.xdist_group("without-last")]
 
 
 def test_the_files_the_last_patch_changes_are_as_before_it(trees_of, request):
