@@ -16,6 +16,7 @@ from sglpatch.errors import UserError
 
 FOLDER = "runner-rounds"
 SETTINGS = "settings.json"
+SHOWN_ONLY = ("paths",)  # recorded, not compared
 
 
 def order(names: list[str], rounds: int) -> list[tuple[int, str]]:
@@ -36,15 +37,15 @@ def tree_digest(tree: Path) -> str:
 
 
 def settings(trees: list, cfg: dict, rounds: int, loop: int, sizes, cpus) -> dict:
-    """What decides a runner process's figures: the trees (name, path,
-    content), the rounds, ``runner_check``'s flags, the CPUs it is pinned to,
-    the machine."""
+    """What decides a runner process's figures: the trees (name, content),
+    the rounds, ``runner_check``'s flags, the CPUs it is pinned to, the
+    machine; and where the trees were (``SHOWN_ONLY``: a resume from another
+    checkout of the same trees is the same measurement)."""
     from .worker import machine
 
     return {
-        "trees": [
-            {"name": name, "path": str(path), "digest": tree_digest(path)} for name, path in trees
-        ],
+        "trees": [{"name": name, "digest": tree_digest(path)} for name, path in trees],
+        "paths": [str(path) for _, path in trees],
         "rounds": rounds,
         "repeats": cfg["repeats"],
         "loop": loop,
@@ -79,7 +80,8 @@ class Store:
                 earlier = json.loads(recorded.read_text())["settings"]
             except (OSError, ValueError, KeyError, TypeError) as error:
                 raise UserError(f"{recorded}: not readable ({error})") from None
-            differ = [key for key in {**earlier, **wanted} if earlier.get(key) != wanted.get(key)]
+            keys = set(earlier) | set(wanted)
+            differ = [k for k in keys - set(SHOWN_ONLY) if earlier.get(k) != wanted.get(k)]
             if differ:
                 raise UserError(
                     f"--resume: {self.folder} was measured with other {', '.join(sorted(differ))}"

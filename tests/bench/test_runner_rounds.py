@@ -168,6 +168,10 @@ def test_an_unfinished_run_is_not_overwritten_nor_resumed_with_other_settings(
     with pytest.raises(UserError, match=r"with other trees than"):
         _store(tmp_path, trees, resume=True)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing lost
+    # The same trees elsewhere (another checkout of the GPU host): the same run.
+    (trees[1][1] / "sglang" / "__init__.py").write_text("# patched\n")
+    moved = _trees(tmp_path / "elsewhere", ("base", "patched"))
+    assert _store(tmp_path, moved, resume=True).done()
 
 
 def test_the_bench_resumed_writes_the_record_and_tables_of_one_run(tmp_path, monkeypatch):
