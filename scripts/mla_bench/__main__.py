@@ -18,7 +18,7 @@ from sglpatch.layout import Layout
 from sglpatch.makevars import shown_path
 from sglpatch.trees import tree_paths
 
-from . import config, ladder, report
+from . import config, ladder, report, runner_rounds
 from .worker import progress, time_left
 
 CHART = "eagle_metadata.png"  # the latest run's chart; bench-<stamp>.png keeps each
@@ -89,35 +89,65 @@ def runner_cpus() -> frozenset:
     return frozenset(sorted(os.sched_getaffinity(0))[-2:])
 
 
-def runner_times(trees: list, cfg: dict, rounds: int, loop: int = 0, sizes=None) -> dict:
+def runner_times(
+    trees: list, cfg: dict, rounds: int, loop: int = 0, sizes=None, store=None
+) -> dict:
     """``--runners``: ``rounds`` processes of ``mla_harness.runner_check
     --time`` (and ``--loop``, ``--sizes``) per tree of ``trees`` ([(name, path)]; two trees
     cannot share a process: each is ``sglang``), the trees' order reversed
-    every other round, each pinned to ``runner_cpus``; per tree, the rounds'
-    reports (``report.runner_rounds`` joins them)."""
-    if cfg["device"] != "cuda":
-        raise UserError("--runners times real CUDA graphs: it needs a GPU")
-    if rounds < 1:
-        raise UserError("--runner-rounds must be >= 1")
-    if loop < 0:
-        raise UserError("--runner-loop must be >= 0")
-    out = {name: [] for name, _ in trees}
-    cpus = runner_cpus()
-    for i in range(rounds):
-        for name, tree in trees if i % 2 == 0 else trees[::-1]:
-            progress(f"[bench] runners' execute, round {i + 1}/{rounds}, {name}: {tree}")
-            stdout = child.run(
-                "mla_harness.runner_check",
-                tree,
-                "cuda",
-                "--time",
-                str(cfg["repeats"]),
-                *(["--loop", str(loop)] if loop else []),
-                *(["--sizes", ",".join(map(str, sizes))] if sizes else []),
-                cpus=cpus,
-            )
-            out[name].append(json.loads(stdout.strip().splitlines()[-1]))
-    return out
+    every other round (``runner_rounds.order``), each pinned to ``runner_cpus``;
+    per tree, the rounds' reports (``report.runner_rounds`` joins them). Each
+    report goes to ``store`` (a ``runner_rounds.Store``) as its process ends;
+    the processes it already holds are not run again."""
+    done = store.done() if store else {}
+    plan = runner_rounds.order([name for name, _ in trees], rounds)
+    missing = [pair for pair in plan if pair not in done]
+    if len(missing) < len(plan):
+        progress(
+            f"[bench] runners' execute: {len(plan) - len(missing)} of {len(plan)} processes"
+            f" kept in {shown_path(store.folder.resolve())}, {len(missing)} to run"
+        )
+    paths, cpus = dict(trees), runner_cpus()
+    for number, name in missing:
+        progress(f"[bench] runners' execute, round {number}/{rounds}, {name}: {paths[name]}")
+        stdout = child.run(
+            "mla_harness.runner_check",
+            paths[name],
+            "cuda",
+            "--time",
+            str(cfg["repeats"]),
+            *(["--loop", str(loop)] if loop else []),
+            *(["--sizes", ",".join(map(str, sizes))] if sizes else []),
+            cpus=cpus,
+        )
+        done[number, name] = json.loads(stdout.strip().splitlines()[-1])
+        if store:
+            store.save(number, name, done[number, name])
+    return {tree: [done[n, t] for n, t in plan if t == tree] for tree, _ in trees}
+
+
+def metadata(args, cfg: dict, trees: list, runs: dict) -> tuple[dict, list[str]]:
+    """The metadata benchmark: each tree in a process of its own (into
+    ``runs``), the first against the last; (the comparison, its tables)."""
+    progress(plan_line(args, cfg, len(trees)))
+    start = time.monotonic()
+    for number, (name, path) in enumerate(trees, 1):
+        spent, done = time.monotonic() - start, number - 1
+        ahead = time_left(spent / done * (len(trees) - done), "") if done else ""
+        progress(f"[bench] tree {number}/{len(trees)} {name}: {path}{ahead}")
+        runs[name] = run_tree(path, cfg)
+    labels = list(runs)
+    result = report.compare(runs[labels[0]], runs[labels[-1]])
+    tables = [report.markdown(result, cfg)]
+    if args.ladder:
+        steps = [
+            (labels[i], report.compare(runs[labels[i - 1]], runs[labels[i]]))
+            for i in range(1, len(labels))
+        ]
+        tables.append(
+            "Per patch (each against the tree before it):\n\n" + report.ladder_markdown(steps, cfg)
+        )
+    return result, tables
 
 
 def main(argv=None) -> int:
@@ -141,54 +171,50 @@ def main(argv=None) -> int:
     if args.ladder:
         ladder.ensure(layout)
         trees = [("base", base_tree), *ladder.trees(layout, base_tree)]
-    progress(plan_line(args, cfg, len(trees)))
-    runs, start = {}, time.monotonic()
-    for number, (name, path) in enumerate(trees, 1):
-        spent, done = time.monotonic() - start, number - 1
-        ahead = time_left(spent / done * (len(trees) - done), "") if done else ""
-        progress(f"[bench] tree {number}/{len(trees)} {name}: {path}{ahead}")
-        runs[name] = run_tree(path, cfg)
-    labels = list(runs)
-    result = report.compare(runs[labels[0]], runs[labels[-1]])
-    table = report.markdown(result, cfg)
-    if args.ladder:
-        steps = [
-            (labels[i], report.compare(runs[labels[i - 1]], runs[labels[i]]))
-            for i in range(1, len(labels))
-        ]
-        table += "\n\nPer patch (each against the tree before it):\n\n" + report.ladder_markdown(
-            steps, cfg
-        )
-    timed_runners = {}
-    if args.runners:
+    out_dir = Path(args.out_dir or layout.build / "bench")
+    timed, store = [], None
+    if args.runners:  # first, so that a refused --resume costs no measuring
         timed = [trees[0], ("patched", trees[-1][1])]
         if args.without_last:
             timed.insert(1, ("without-last", ladder.without_last(layout, trees[-1][1])))
-        timed_runners = runner_times(
-            timed, cfg, args.runner_rounds, args.runner_loop, args.runner_batch_sizes
+        wanted = runner_rounds.settings(
+            timed, cfg, args.runner_rounds, args.runner_loop, args.runner_batch_sizes, runner_cpus()
         )
-        table += "\n\n" + report.runner_report(timed_runners, sorted(runner_cpus()))
+        store = runner_rounds.Store(out_dir, wanted, args.resume, invocation(argv))
+    runs, result, tables = {}, None, []
+    if not args.runners_only:
+        result, tables = metadata(args, cfg, trees, runs)
+    timed_runners = {}
+    if args.runners:
+        timed_runners = runner_times(
+            timed, cfg, args.runner_rounds, args.runner_loop, args.runner_batch_sizes, store
+        )
+        tables.append(report.runner_report(timed_runners, sorted(runner_cpus())))
+    table = "\n\n".join(tables)
     print(table)
-    out_dir = Path(args.out_dir or layout.build / "bench")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     record = {
         "date": stamp,
         "command": invocation(argv),
         "config": cfg,
-        "machine": runs[labels[-1]]["machine"],
+        "machine": runs[list(runs)[-1]]["machine"] if runs else store.settings["machine"],
         "trees": [str(p) for _, p in trees],
         "result": result,
         "runs": runs,
         "runners": timed_runners,
         "runner_cpus": sorted(runner_cpus()) if args.runners else [],
+        "runner_processes": store.dates() if store else [],
         "table": table,
     }
     written = [f"bench-{stamp}.json"]
     for name in (f"bench-{stamp}.json", "latest.json"):
         (out_dir / name).write_text(json.dumps(record, indent=1))
     (out_dir / "latest.md").write_text(table + "\n")
-    if not args.no_chart:
+    if store:
+        store.remove()  # every process is in the record now
+    chart = not args.no_chart and result is not None
+    if chart:
         base_name = f"base {layout.name}"
         report.chart(result, out_dir / f"bench-{stamp}.png", cfg["device"], base_name)
         shutil.copyfile(out_dir / f"bench-{stamp}.png", out_dir / CHART)
@@ -196,12 +222,12 @@ def main(argv=None) -> int:
     hidden = hidden_line(runs)
     if hidden:
         progress(hidden)
-    latest = ", ".join(["latest.json", "latest.md", *([CHART] if not args.no_chart else [])])
+    latest = ", ".join(["latest.json", "latest.md", *([CHART] if chart else [])])
     progress(
         f"[bench] wrote {shown_path(out_dir.resolve())}/: {', '.join(written)} (this run),"
         f" {latest} (the latest run)"
     )
-    bad = report.regressions(result)
+    bad = report.regressions(result) if result else []  # --check needs the metadata
     if args.check and bad:
         print("make bench: patched exceeds base:\n  " + "\n  ".join(bad), file=sys.stderr)
         return 1

@@ -241,6 +241,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="--runners: processes per tree, base and patched alternating (default: 6)",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--runners: keep the processes an unfinished run of the same settings left in"
+        " <out-dir>/runner-rounds and run only the missing ones",
+    )
+    p.add_argument(
+        "--runners-only",
+        action="store_true",
+        help="--runners without the metadata benchmark (implies --runners; no chart)",
+    )
     return p
 
 
@@ -252,12 +263,26 @@ def preset(args: argparse.Namespace, cuda: bool) -> str:
 
 
 def from_args(args: argparse.Namespace, cuda: bool) -> BenchConfig:
-    if (args.without_last or args.runner_loop or args.runner_batch_sizes) and not args.runners:
-        raise UserError("--without-last, --runner-loop and --runner-batch-sizes go with --runners")
+    """The run's settings, checked; ``--runners-only`` sets ``args.runners``."""
+    if args.runners_only:
+        if args.ladder or args.check:
+            raise UserError("--runners-only measures no metadata, which --ladder and --check need")
+        args.runners = True
+    runner_flags = (args.without_last, args.runner_loop, args.runner_batch_sizes, args.resume)
+    if any(runner_flags) and not args.runners:
+        raise UserError(
+            "--without-last, --runner-loop, --runner-batch-sizes and --resume go with --runners"
+        )
+    if args.runner_rounds < 1:
+        raise UserError("--runner-rounds must be >= 1")
+    if args.runner_loop < 0:
+        raise UserError("--runner-loop must be >= 0")
     if args.runner_batch_sizes is not None and (
         not args.runner_batch_sizes or min(args.runner_batch_sizes) < 1
     ):
         raise UserError("--runner-batch-sizes needs batch sizes >= 1")
+    if args.runners and not cuda:
+        raise UserError("--runners times real CUDA graphs: it needs a GPU")
     sizes = {}
     for name, value in PRESETS[preset(args, cuda)].items():
         given = getattr(args, name)

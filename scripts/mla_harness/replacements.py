@@ -15,7 +15,8 @@ kernel the metadata feeds, which is the output under test's consumer (7):
    ``InertWrapper`` raises if anything calls it, so a test would fail loudly.
 3. ``sgl_kernel``, ``deep_gemm``, ``flash_mla`` (when not importable): CUDA-only
    packages imported at module load on CUDA hosts, never called by the
-   metadata path. The stand-in module raises on any call for the same reason.
+   metadata path. The stand-in module raises on any call for the same reason
+   (all but the one function of 23).
 4. On CPU only: factory calls with a hard-coded ``device="cuda"`` (the
    FlashInfer parent's ``init_cuda_graph_state`` and the multi-step draft
    backend's buffers) are redirected to the CPU, so the same code allocates
@@ -202,6 +203,18 @@ the draft models), and
    as in 18 (their names are used at import, so they cannot raise). Nothing
    the runners run calls them.
 
+Where a case constructs v0.5.23's Triton attention backend on CUDA (the kit's
+upstream cases, ``kit_probe/run_registered_cases.py``, as reference):
+
+23. On CUDA without ``sgl_kernel``: ``sgl_kernel.utils.is_arch_support_pdl``,
+   which ``TritonAttnBackend.__init__`` calls (``triton_backend.py`` 71, 340)
+   to choose programmatic dependent launch for its kernels. It IS on that
+   path, so the stand-in module's function is the real one's
+   (``ABSENT_FUNCTIONS``): the current CUDA device's compute capability
+   major >= 9, cached (``sgl-kernel/python/sgl_kernel/utils.py``,
+   sgl-project/sglang 4b5835f744ca; SGLang's own copy,
+   ``sglang/kernels/jit/utils/arch.py`` 194-198, answers the same on CUDA).
+
 The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
 nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
 allocator and ``req_to_token`` pool on the harness's device, and the model
@@ -215,6 +228,7 @@ translator hands it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -224,6 +238,22 @@ import types
 from types import SimpleNamespace
 
 CUDA_ONLY_MODULES = ("sgl_kernel", "deep_gemm", "flash_mla")
+
+
+@functools.lru_cache(maxsize=1)
+def _is_arch_support_pdl() -> bool:
+    """Replacement 23: ``sgl_kernel.utils.is_arch_support_pdl`` as sgl-kernel
+    defines it: Hopper (compute capability 9.0) or later."""
+    import torch
+
+    major, _ = torch.cuda.get_device_capability(torch.cuda.current_device())
+    return major >= 9
+
+
+# Replacement 23: the functions of absent CUDA-only modules that a path the
+# harness runs calls, each as the real module defines it (module -> name ->
+# function); every other name of those modules refuses calls.
+ABSENT_FUNCTIONS = {"sgl_kernel.utils": {"is_arch_support_pdl": _is_arch_support_pdl}}
 # Replacement 22: the server's packages the speculative workers' modules
 # import through the scheduler's module.
 SERVER_MODULES = ("setproctitle", "uvicorn", "fastapi")
@@ -300,6 +330,8 @@ def _absent_module(name: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = f"<absent {name}>"
     module.__path__ = []  # a package: submodules come from _AbsentFinder
+    for attr, function in ABSENT_FUNCTIONS.get(name, {}).items():
+        setattr(module, attr, function)
 
     def __getattr__(attr: str):
         if attr.startswith("__"):

@@ -35,6 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--runner-loop", "5"], "go with --runners"),
         (["--runner-batch-sizes", "1,64"], "go with --runners"),
         (["--runners", "--runner-batch-sizes", "0"], "--runner-batch-sizes needs batch sizes >= 1"),
+        (["--resume"], "go with --runners"),
+        (["--runners"], "--runners times real CUDA graphs: it needs a GPU"),
+        (["--runners-only", "--check"], "--runners-only measures no metadata"),
+        (["--runners-only", "--ladder"], "--runners-only measures no metadata"),
     ],
 )
 def test_bad_flags(flags, message, tmp_path):

@@ -42,6 +42,64 @@ def test_absent_cuda_packages_import_but_refuse_calls():
     assert proc.stdout.strip() == "ok"
 
 
+PDL_CHILD = """
+from mla_harness import replacements
+replacements.prepare_environment(use_cuda=True)
+import torch
+from sgl_kernel.utils import is_arch_support_pdl
+from sgl_kernel import utils
+torch.cuda.current_device = lambda: 0
+answers = []
+for capability in ((8, 9), (9, 0), (10, 0), (12, 0)):
+    torch.cuda.get_device_capability = lambda device, c=capability: c
+    is_arch_support_pdl.cache_clear()
+    answers.append(is_arch_support_pdl())
+torch.cuda.get_device_capability = lambda device: (8, 0)
+assert is_arch_support_pdl() is True  # cached, as the real one (lru_cache, maxsize 1)
+try:
+    utils.get_cuda_stream()
+except AssertionError as e:
+    assert "sgl_kernel.utils.get_cuda_stream was called" in str(e)
+else:
+    raise SystemExit("every other name of the absent package must refuse calls")
+print(answers)
+"""
+
+
+def test_absent_sgl_kernel_answers_is_arch_support_pdl_as_sgl_kernel_does():
+    """Replacement 23: v0.5.23's Triton backend asks ``sgl_kernel.utils.
+    is_arch_support_pdl()`` when constructed on CUDA; the stand-in answers as
+    sgl-kernel's: compute capability major >= 9 (here the capability is
+    faked, this host has no GPU), and still refuses every other call."""
+    if importlib.util.find_spec("sgl_kernel") is not None:
+        pytest.skip("sgl_kernel is installed")
+    proc = subprocess.run(
+        [sys.executable, "-c", PDL_CHILD], env=subprocess_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[False, True, True, True]"
+
+
+@pytest.mark.base("v0.5.23")
+def test_the_triton_backend_imports_only_what_the_stand_in_defines(trees_of):
+    """Replacement 23's table covers what v0.5.23's ``triton_backend.py``
+    imports from ``sgl_kernel.utils`` (on CUDA, at module load), on both trees."""
+    import ast
+
+    from mla_harness.replacements import ABSENT_FUNCTIONS
+
+    for tree in trees_of("v0.5.23").values():
+        source = tree / "sglang" / "srt" / "layers" / "attention" / "triton_backend.py"
+        imported = {
+            alias.name
+            for node in ast.walk(ast.parse(source.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module == "sgl_kernel.utils"
+            for alias in node.names
+        }
+        assert imported == {"is_arch_support_pdl"}, (source, imported)
+        assert imported <= set(ABSENT_FUNCTIONS["sgl_kernel.utils"])
+
+
 def test_inert_flashinfer_wrapper_refuses_use():
     from mla_harness.replacements import InertWrapper
 
