@@ -35,10 +35,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 TREES = ("base", "patched")
 REPORT: list[str] = []
-# make hands its variables to pytest as SGLPATCH_MK_* (PYTEST_ADDOPTS carries its
-# arguments); the tools the tests start must not take them as their own make's.
+# make hands its variables to pytest as SGLPATCH_MK_* and its pytest arguments
+# (-n 2 ..., PYTEST_ARGS) as PYTEST_ADDOPTS, read by now: the tools and child
+# pytest runs the tests start must not take them as their own.
 for _key in [key for key in os.environ if key.startswith("SGLPATCH_MK_")]:
     del os.environ[_key]
+os.environ.pop("PYTEST_ADDOPTS", None)
 
 
 def pytest_addoption(parser):

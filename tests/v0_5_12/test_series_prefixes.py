@@ -31,13 +31,21 @@ TABLE_FIX_SUBJECT = "size the eager draft-extend block table"
 
 
 @pytest.fixture(scope="module")
-def prefixes(request, trees_of, device):
+def prefixes(request, trees_of, device, tmp_path_factory):
     """[(table fixed, label, probe result)] for base + the first k patches, k < n."""
+    from dataclasses import replace
+
     from mla_bench import ladder
     from sglpatch.errors import UserError
     from sglpatch.layout import Layout
 
     layout = Layout.create(Path(request.config.getoption("--build")), base=BASE)
+    if (layout.sglang / ".git").exists():
+        # Written from the series' commits into a folder of this run's own, not
+        # <build>/<base>/ladder, which another run or test may be writing.
+        own = tmp_path_factory.mktemp("ladder-build")
+        (own / "sglang").symlink_to(layout.sglang)
+        layout = replace(layout, build=own)
     try:
         ladder.ensure(layout)
     except UserError as exc:  # a bundle's trees (a GPU host) without a ladder copied
