@@ -147,12 +147,14 @@ def pytest_collection_modifyitems(config, items):
         group = xdist_group(item)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
-    # pytest-xdist hands groups out in collection order: the longest first.
+    # pytest-xdist (--no-loadscope-reorder) hands groups out in collection order,
+    # two to each worker to start with: the longest first.
     items.sort(key=lambda item: LONGEST_FIRST.get(_group_of(item), len(LONGEST_FIRST)))
 
 
 # The groups that take longest (setup seconds in a whole run on a 2-core CPU,
-# 2026-12-02, --durations): each starts first, on a worker of its own.
+# 2026-12-02, --durations), in the order make test's two workers start them:
+# the first and second at once, then the third and fourth.
 LONGEST_FIRST = {
     group: rank
     for rank, group in enumerate(
