@@ -99,11 +99,8 @@ $(VENV_STAMP): $(ROOT)/ci/requirements.txt
 	@$(IN_ROOT) $(VPY) -m pip install --disable-pip-version-check --progress-bar on -r ci/requirements.txt
 	@$(IN_ROOT) touch "$$SGLPATCH_MK_VENV/.installed"
 
-# Two pytest-xdist workers (the Triton interpreter keeps one core busy), groups
-# in the order tests/conftest.py puts them (longest first); -n in PYTEST_ARGS
-# comes later and wins (-n 0: one process).
 test: venv apply ## Run the test suite for every base, or BASE=<name> (CPU under TRITON_INTERPRET=1; GPU tests too when CUDA is visible)
-	@$(IN_ROOT) PYTEST_ADDOPTS="-n 2 --dist loadgroup --no-loadscope-reorder $${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest $(ONE_BASE)
+	@$(IN_ROOT) PYTEST_ADDOPTS="$${PYTEST_ADDOPTS:-} $$SGLPATCH_MK_PYTEST_ARGS" $(VPY) -m pytest $(ONE_BASE)
 
 lint: venv apply ## pre-commit: upstream's hooks on the patched files (every base, or BASE=<name>), ruff on this project's code
 	@$(IN_ROOT) "$$SGLPATCH_MK_VENV/bin/pre-commit" run --all-files --show-diff-on-failure

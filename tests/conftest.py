@@ -153,7 +153,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 # The groups that take longest (setup seconds in a whole run on a 2-core CPU,
-# 2026-12-02, --durations), in the order make test's two workers start them:
+# 2026-12-02, --durations), in the order two xdist workers start them:
 # the first and second at once, then the third and fourth.
 LONGEST_FIRST = {
     group: rank
@@ -182,7 +182,7 @@ PROBED = ("results", "double")
 
 
 def xdist_group(item) -> str | None:
-    """Which tests ``make test`` (``-n 2 --dist loadgroup``) keeps on one worker,
+    """Which tests pytest-xdist (``-n 2 --dist loadgroup``) keeps on one worker,
     so that what they share is computed once: the tests that read a base's
     probes (``PROBED``), one group per base; the tests of a module that use a
     module- or session-scoped fixture of that module (a child run, a built
