@@ -54,7 +54,7 @@ GROUPS = {
     "0003_idle_rank": (
         "dp_padding",
         ("test_idle_rank_pads_the_counts_as_a_busy_rank",),
-        True,
+        False,
         False,
     ),
     "0004_fp4_query": (
