@@ -9,7 +9,9 @@ test methods do not run here. This imports the file with ``--tree``'s sglang
 first on the path and calls the same kit entry points on each entry of its
 ``MLA_CASES`` and ``DENSE_CASES`` with the same arguments plus ``device``
 (``run_mla_eagle_verify_cuda_graph_case(tc, case, topk=1, **shape_kwargs)``,
-``run_dense_spec_verify_cuda_graph_case(tc, case, topk=1)``). The test file
+``run_dense_spec_verify_cuda_graph_case(tc, case, topk=1)``), each after the
+file's own premise check on the case's fixture
+(``contiguous_rewrite_misplaces_prefix``, reported as ``premise``). The test file
 can come from another tree than the kit: the kit-fix tree's file on the base
 tree's kit is the as-shipped run. Stand-ins: kit_env's (the trtllm_mla
 kernel, ``_run_decode_kernel``, by a float32 paged decode; the triton
@@ -56,15 +58,21 @@ def main() -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cls = module.TestSpecVerifyCudaGraphPrefixPastPage
-    todo = [(c, stv.run_mla_eagle_verify_cuda_graph_case, kw) for c, kw in cls.MLA_CASES]
-    todo += [(c, stv.run_dense_spec_verify_cuda_graph_case, {}) for c in cls.DENSE_CASES]
+    mla = (stv.run_mla_eagle_verify_cuda_graph_case, module.build_mla_attention_fixture)
+    dense = (stv.run_dense_spec_verify_cuda_graph_case, module.build_dense_attention_fixture)
+    todo = [(c, *mla, kw) for c, kw in cls.MLA_CASES]
+    todo += [(c, *dense, {}) for c in cls.DENSE_CASES]
 
     tc = unittest.TestCase()
     failures = 0
-    for case, run, shape_kwargs in todo:
-        kit_env.CALLS.clear()
+    for case, run, build, shape_kwargs in todo:
         t0 = time.time()
         err = None
+        with kit_env.device_ctx(cuda), torch.no_grad():
+            fixture = build(tc, case, device=args.device, **shape_kwargs)
+            premise = module.contiguous_rewrite_misplaces_prefix(fixture)
+        del fixture
+        kit_env.CALLS.clear()
         try:
             with kit_env.device_ctx(cuda), torch.no_grad():
                 run(tc, case, topk=1, device=args.device, **shape_kwargs)
@@ -78,6 +86,7 @@ def main() -> int:
             "backend": case.backend,
             "prefix_lens": case.prefix_lens,
             "page_size": case.page_size,
+            "premise": premise,
             "ok": err is None,
             "trtllm_kernel_calls": len(kit_env.CALLS),
             "s": round(time.time() - t0, 1),

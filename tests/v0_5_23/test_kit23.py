@@ -29,8 +29,10 @@ is the corrected one and the base tree's the kit as shipped:
   patched tree) skips without CUDA and calls the kit with its default
   ``device="cuda"``, so ``scripts/kit_probe/run_registered_cases.py`` calls
   the same kit entry points on its case tables (triton MLA and dense,
-  trtllm_mla) with this run's device: the patched tree's kit passes every
-  case, the base tree's kit fails every one at the eager leg's assert_close.
+  trtllm_mla) with this run's device, after the file's premise check on each
+  case's fixture (a contiguous re-write misplaces its prefix; holds on both
+  trees): the patched tree's kit passes every case, the base tree's kit
+  fails every one at the eager leg's assert_close.
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
@@ -139,6 +141,8 @@ def test_registered_prefix_past_page(trees, device):
     with ThreadPoolExecutor(2) as pool:
         futures = {n: pool.submit(_rows, [*cmd, "--tree", str(t)], 3, n) for n, t in trees.items()}
         out = {n: f.result() for n, f in futures.items()}
+    for name, rows in out.items():  # each case's layout lets the bug show
+        assert all(r["premise"] for r in rows), (name, rows)
     assert [(r["backend"], r["ok"]) for r in out["patched"]] == [
         ("triton", True),
         ("trtllm_mla", True),
