@@ -111,3 +111,19 @@ def check_eager_oracle(plan, result, phase: str, table_sized_by_padded_lens=True
             tokens = np.arange(1, len(lens) * q_len + 1).reshape(len(lens), q_len)
             for view in call.forward_views:
                 assert np.array_equal(view.query_tokens, tokens), f"{where}: query slots"
+
+
+def assert_same_kernel_calls(base, patched) -> None:
+    """Two trees' per-rank records of what the kernel was handed (a DCP
+    check's): the same calls in the same order, every field equal."""
+    compared = 0
+    for rank_b, rank_p in zip(base, patched, strict=True):
+        for call_b, call_p in zip(rank_b, rank_p, strict=True):
+            assert call_b.keys() == call_p.keys()
+            for key, value in call_b.items():
+                if isinstance(value, np.ndarray):
+                    assert np.array_equal(value, call_p[key]), key
+                else:
+                    assert value == call_p[key], key
+            compared += 1
+    assert compared > 0

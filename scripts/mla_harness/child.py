@@ -5,7 +5,8 @@ Every child (``mla_harness.probe``, ``.consumer``, ``.rebuild_check``,
 ``sglang``) and ``--device``; ``enter`` installs the replacements that must
 come before the import and puts the tree first on ``sys.path``. ``run`` starts
 a child from the parent; ``exchange`` also hands it a JSON input file and
-returns what it wrote to ``--out``. Every command-line entry point of the
+returns what it wrote to ``--out``; ``run_json`` returns a child's last line
+as JSON or its error. Every command-line entry point of the
 harness and the benchmark reports a ``UserError`` (sglpatch's, the project's one
 error type) as one line, ``PROG: error: ...``, and its exit code (``report_errors``).
 """
@@ -93,6 +94,17 @@ def run_report(module: str, tree: Path, device: str, *args: str, **kwargs):
         out = Path(tmp, "records.pkl")
         stdout = run(module, tree, device, *args, "--out", str(out), **kwargs)
         return json.loads(stdout.strip().splitlines()[-1]), pickle.loads(out.read_bytes())
+
+
+def run_json(module: str, tree: Path, device: str, *args: str, **kwargs):
+    """``run`` a child that prints a JSON report as its last line; return
+    (report, None), or (None, the error) where the child failed, for a test
+    to assert on either."""
+    try:
+        stdout = run(module, tree, device, *args, **kwargs)
+    except UserError as error:
+        return None, str(error)
+    return json.loads(stdout.strip().splitlines()[-1]), None
 
 
 def report_errors(prog: str, body: Callable[[], int]) -> int:

@@ -49,7 +49,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mla_harness import child
-from sglpatch.errors import UserError
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -94,19 +93,8 @@ DOUBLE_CAPTURE = (
 
 
 def _run(tree, device: str, replays: int, flags: list):
-    try:
-        out = child.run(
-            "mla_harness.runner_check",
-            tree,
-            device,
-            "--replays",
-            str(replays),
-            *flags,
-            timeout=1800,
-        )
-    except UserError as error:
-        return None, str(error)
-    return json.loads(out.strip().splitlines()[-1]), None
+    args = ("--replays", str(replays), *flags)
+    return child.run_json("mla_harness.runner_check", tree, device, *args, timeout=1800)
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,12 @@ GROUPS = {
         False,
         False,
     ),
+    "0003_tbo_children": (
+        "dp_padding",
+        ("test_two_batch_overlap_children_pad_whole_requests",),
+        False,
+        False,
+    ),
     "0004_fp4_query": (
         "metadata",
         ("test_fp4_cache_query_in_the_dtype_the_kernel_reads",),

@@ -45,7 +45,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mla_harness import child
-from sglpatch.errors import UserError
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -60,11 +59,7 @@ def _run(tree, device: str, replays: int, variant: str):
     flags = ["--variant", variant, "--replays", str(replays)]
     if device == "cpu":
         flags.append("--freeze-metadata")
-    try:
-        out = child.run("mla_harness.runner_check", tree, device, *flags, timeout=1800)
-    except UserError as error:
-        return None, str(error)
-    return json.loads(out.strip().splitlines()[-1]), None
+    return child.run_json("mla_harness.runner_check", tree, device, *flags, timeout=1800)
 
 
 @pytest.fixture(scope="module")

@@ -52,11 +52,10 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import pytest
+from oracle import assert_same_kernel_calls
 
 from mla_harness import child
-from sglpatch.errors import UserError
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -70,11 +69,7 @@ def _runners(tree, device: str, replays: int):
     flags = ["--variant", "unified", "--replays", str(replays)]
     if device == "cpu":
         flags.append("--freeze-metadata")
-    try:
-        out = child.run("mla_harness.runner_check", tree, device, *flags, timeout=1800)
-    except UserError as error:
-        return None, str(error)
-    return json.loads(out.strip().splitlines()[-1]), None
+    return child.run_json("mla_harness.runner_check", tree, device, *flags, timeout=1800)
 
 
 def _dcp(tree, device: str, replays: int):
@@ -141,14 +136,4 @@ def test_dcp_ranks_read_the_translated_pages(unified23, tree):
 
 def test_trees_hand_the_kernel_the_same_translated_dcp_metadata(unified23):
     base, patched = unified23["dcp"]["base"][1], unified23["dcp"]["patched"][1]
-    compared = 0
-    for rank_b, rank_p in zip(base, patched, strict=True):
-        for call_b, call_p in zip(rank_b, rank_p, strict=True):
-            assert call_b.keys() == call_p.keys()
-            for key, value in call_b.items():
-                if isinstance(value, np.ndarray):
-                    assert np.array_equal(value, call_p[key]), key
-                else:
-                    assert value == call_p[key], key
-            compared += 1
-    assert compared > 0
+    assert_same_kernel_calls(base, patched)
