@@ -65,7 +65,10 @@ GROUPS = {
     ),
     "0004_fp4_query": (
         "metadata",
-        ("test_fp4_cache_query_in_the_dtype_the_kernel_reads",),
+        (
+            "test_fp4_cache_query_in_the_dtype_the_kernel_reads",
+            "test_fp4_cache_refuses_a_model_not_in_bfloat16",
+        ),
         False,
         False,
     ),
