@@ -328,7 +328,8 @@ class Probes:
 
 # How long the whole suite (tests/, tooling included: about 5 min) takes on a
 # 2-core CPU, per selection of bases: every base about 57 min (3390 s of pytest
-# in the project's CI at aa614a3, 2026-12-02); one base: not measured since
+# in the project's CI at aa614a3, 3524 s from a fresh clone of 7d8d1e3, both
+# 2026-12-02); one base: not measured since
 # the suite grew (--base v0.5.23 took 824 s at 18518ff, before the runner and
 # registered-test files).
 RUN_MINUTES = {
