@@ -63,6 +63,12 @@ GROUPS = {
         False,
         False,
     ),
+    "0003_verify_state": (
+        "dp_padding",
+        ("test_verify_state_covers_the_dummy_requests",),
+        False,
+        False,
+    ),
     "0004_fp4_query": (
         "metadata",
         (
