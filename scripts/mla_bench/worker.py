@@ -58,7 +58,8 @@ def metadata_graph(bench: TreeBench, run: Captured, batch: Batch, bs: int) -> di
     """GPU only: the metadata work one replay needs, alone in a CUDA graph
     replayed back to back: v0.5.12's replay call (seq_lens_k add and copy, the
     block-table kernel), or, where the captured forward rebuilds its own
-    metadata (0007), that rebuild (``graph_rebuild.fill`` of the first step)."""
+    metadata (v0.5.12 0007, v0.5.23 0008), that rebuild (``graph_rebuild.fill``
+    of the first step)."""
     rebuild = getattr(run.driver.graph_metadata(bs)[0], "graph_rebuild", None)
     work = run.driver.replay(batch, bs) if rebuild is None else rebuild.fill
     in_graph = run.driver.in_graph(bs)

@@ -5,7 +5,7 @@ DSpark's compact verify hands the target model a ``RaggedVerifyLayout``
 (``W``: draft tokens), packed, and the batch's rows are rounded up to a token
 tier. ``forward_extend`` pads the query to ``(bs, W)`` by the layout, runs the
 kernel, then unpads the output (``unpad_draft_extend_output(...,
-zero_uncovered=True)``): the path whose output buffer patches/v0.5.23 0004
+zero_uncovered=True)``): the path whose output buffer patches/v0.5.23 0006
 moves. The target backend is built and given CUDA-graph state as
 ``DecodeCudaGraphRunner`` gives it in ragged mode (``decode_cuda_graph_runner.py``:
 tiers ``bs * W`` per captured bs, 699-702; ``max_num_token``, the largest

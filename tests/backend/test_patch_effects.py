@@ -72,7 +72,7 @@ def _block_table_bytes(setup) -> int:
 
 @pytest.mark.parametrize(("base", "tree", "phase"), _per_tree(graph_phases))
 def test_replay_call_launches_nothing(results, plan, base, tree, phase):
-    """v0.5.12 0007 (``init_forward_metadata_replay_cuda_graph``), v0.5.23 0006
+    """v0.5.12 0007 (``init_forward_metadata_replay_cuda_graph``), v0.5.23 0008
     (``init_forward_metadata_out_graph`` on a replay view; v0.5.23: 2-4
     launches): the replay call leaves the host idle; the graph rebuilds the
     metadata."""
@@ -85,7 +85,7 @@ def test_replay_call_launches_nothing(results, plan, base, tree, phase):
 # Where each series makes the graph rebuild its metadata, and with which
 # kernel: v0.5.12 0007, in the captured forward's first attention layer (the
 # first draft step's, for the shared draft table), its fused kernel; v0.5.23
-# 0006, in the in-graph step every runner records ahead of its forward,
+# 0008, in the in-graph step every runner records ahead of its forward,
 # v0.5.23's own table kernel with the lengths fused in (the draft: once for
 # all steps), allocating nothing.
 REBUILD = {
@@ -114,11 +114,11 @@ def _expected_state_bytes(base: str, phase: str, setup) -> int:
     """``init_cuda_graph_state``: one block table and the (max_bs,) int32
     seq_lens_k buffer per backend. v0.5.12 (0005 + 0006): the multi-step
     draft's steps (steps - 1 backends) share one block table, each its own
-    seq_lens_k. v0.5.23 (0001 + 0004 + 0005 + 0006): the draft, its first
+    seq_lens_k. v0.5.23 (0001 + 0006 + 0007 + 0008): the draft, its first
     step's only; a global_seq_lens_k buffer only under DCP, which these
     scenarios do not set; the target backend (decode, verify) keeps its
     tree-mask buffer (QLEN_ONLY: draft_tokens^2 bools per request), which the
-    EAGLE worker writes; no unpad buffer (0004: ragged verify allocates its
+    EAGLE worker writes; no unpad buffer (0006: ragged verify allocates its
     output)."""
     max_bs, draft_tokens = setup["max_bs"], setup["draft_tokens"]
     if base == "v0.5.12":
@@ -145,7 +145,7 @@ def test_graph_state_is_what_captured_graphs_read(results, plan, base, tree, pha
 
 
 # What every draft step's captured graph shares (one refresh per iteration):
-# v0.5.12 0006, the block table; v0.5.23 0005, all its metadata (block table
+# v0.5.12 0006, the block table; v0.5.23 0007, all its metadata (block table
 # and seq_lens_k).
 SHARED_BY_DRAFT_STEPS = {"v0.5.12": ("block_kv_indices",), "v0.5.23": None}
 
@@ -226,7 +226,7 @@ def test_eager_draft_extend_skips_unread_cu_seqlens_q(results, plan, tree, phase
 @pytest.mark.base("v0.5.23")
 @pytest.mark.parametrize("tree", on_both("v0.5.23"))
 def test_eager_draft_builds_one_steps_metadata(results, plan, tree):
-    """0005: the eager multi-step draft init launches what one DECODE backend's
+    """0007: the eager multi-step draft init launches what one DECODE backend's
     init launches for the same batch (v0.5.23: one build per step). Only
     scenarios with more than one step backend (steps > 2) can tell."""
     told = 0

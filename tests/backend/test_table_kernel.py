@@ -7,7 +7,7 @@ garbage-prefilled tables (entries the kernel must not touch included):
   for CUDA-graph metadata (seq_lens_k + block table) the fused kernel is
   bit-identical to the unfused path on whole table buffers, and on GPU does
   not recompile per batch size, sequence length or table width.
-- v0.5.23 0003 (``mla_harness.kv_indices_check``): the extended
+- v0.5.23 0008 (``mla_harness.kv_indices_check``): the extended
   ``create_flashmla_kv_indices_triton``, loaded from the patched tree and
   from v0.5.23, run on the same cases: called as every existing caller calls
   it, it writes exactly v0.5.23's table; with the new ``kv_lens_out_ptr`` /

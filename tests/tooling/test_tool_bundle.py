@@ -230,7 +230,7 @@ def test_install_sh_refuses_a_bundle_missing_a_part(bundle: Path, tmp_path: Path
 @pytest.fixture
 def applied(workspace: Workspace, canonical_patches: Path) -> Workspace:
     """A make-apply tree whose series also adds a file outside python/ (a test
-    under test/registered, as v0.5.23's 0007), and its bundle."""
+    under test/registered, as v0.5.23's 0001), and its bundle."""
     space = workspace
     space.use_patches(canonical_patches)
     space.ok("apply")

@@ -5,7 +5,7 @@ through ``forward_extend`` with a ``RaggedVerifyLayout``, eagerly (with and
 without CUDA-graph state) and as the ragged-mode graph runner does (a graph
 per token tier, the live layout staged into the captured one before each
 replay; on CPU the graph is re-run eagerly), with a reference paged MLA decode
-as the kernel. patches/v0.5.23 0004 moves this path's unpadded output from a
+as the kernel. patches/v0.5.23 0006 moves this path's unpadded output from a
 persistent buffer into the forward: every live row must equal the reference
 on the padded query the layout defines with lengths and table from
 ``req_to_token`` alone, the rows the layout does not cover must be zero
@@ -16,8 +16,8 @@ and a check of the base tree that shows the probe sees them).
 
 With an FP8 KV cache (``--kv-dtype float8_e4m3fn``: the forward quantizes
 the query, pads it in FP8, and the kernel asserts FP8 query and KV) both
-trees pass all of it: the unpadded output is sized by the call on both, as
-0004's message says (v0.5.23's ``unpad_output_buffer`` is FP8 then,
+trees pass all of it: the unpadded output is sized by the call on both
+(v0.5.23's ``unpad_output_buffer`` is FP8 then,
 ``trtllm_mla_backend.py:515-519``, and ``.to(bf16)`` of its rows copies,
 ``kernels/ops/attention/pad.py:298``: no output lies in a tensor the backend
 holds, and the zeroed rows reach the copy), and both trees' outputs are
@@ -141,7 +141,7 @@ def test_fp8_ragged_verify_outputs_match_base(ragged23_fp8):
     ],
 )
 def test_ragged_verify_output_is_not_a_persistent_buffer(ragged23, tree):
-    """0004: no ragged verify output, eager or captured, lies in a tensor the
+    """0006: no ragged verify output, eager or captured, lies in a tensor the
     backend holds."""
     _, results = ragged23
     for r in results[tree][0]:

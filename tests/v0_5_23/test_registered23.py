@@ -63,13 +63,20 @@ GROUPS = {
         False,
         False,
     ),
-    "0003_verify_state": (
+    "0004_verify_state": (
         "dp_padding",
         ("test_verify_state_covers_the_dummy_requests",),
         False,
         False,
     ),
-    "0004_fp4_query": (
+    "0004_mask_layout": ("dp_padding", ("test_verify_mask_grows_by_its_layout",), False, False),
+    "0004_hybrid_idle": (
+        "dp_padding",
+        ("test_idle_hybrid_ssm_rank_verifies_dummy_requests",),
+        False,
+        False,
+    ),
+    "0005_fp4_query": (
         "metadata",
         (
             "test_fp4_cache_query_in_the_dtype_the_kernel_reads",
@@ -78,36 +85,36 @@ GROUPS = {
         False,
         False,
     ),
-    "0004_fp4_graph_rows": (
+    "0005_fp4_graph_rows": (
         "metadata",
         ("test_fp4_graph_state_has_a_row_for_every_token",),
         False,
         True,
     ),
-    "0005_own_output": ("metadata", ("test_ragged_verify_output_is_its_own_tensor",), False, False),
-    "0006_shared_metadata": ("metadata", ("test_draft_steps_share_one_metadata",), False, False),
-    "0006_no_parent_state": (
+    "0006_own_output": ("metadata", ("test_ragged_verify_output_is_its_own_tensor",), False, False),
+    "0007_shared_metadata": ("metadata", ("test_draft_steps_share_one_metadata",), False, False),
+    "0007_no_parent_state": (
         "metadata",
         ("test_init_cuda_graph_state_allocates_no_parent_state",),
         False,
         False,
     ),
-    "0006_step_guard": ("metadata", ("test_later_draft_step_has_no_graph_state",), False, False),
-    "0007_kernel_default_arguments": ("metadata", ("test_default_arguments",), True, False),
-    "0007_kernel_kv_lens_out": ("metadata", ("test_kv_lens_out_and_offset",), False, False),
-    "0007_kernel_large_default_arguments": (
+    "0007_step_guard": ("metadata", ("test_later_draft_step_has_no_graph_state",), False, False),
+    "0008_kernel_default_arguments": ("metadata", ("test_default_arguments",), True, False),
+    "0008_kernel_kv_lens_out": ("metadata", ("test_kv_lens_out_and_offset",), False, False),
+    "0008_kernel_large_default_arguments": (
         "metadata",
         ("test_large_default_arguments",),
         True,
         True,
     ),
-    "0007_kernel_large_kv_lens_out": (
+    "0008_kernel_large_kv_lens_out": (
         "metadata",
         ("test_large_kv_lens_out_and_offset",),
         False,
         True,
     ),
-    "0007_graph_metadata": ("metadata", ("test_graph_metadata",), False, False),
+    "0008_graph_metadata": ("metadata", ("test_graph_metadata",), False, False),
 }
 # "-rA" summary lines: PASSED / FAILED / ERROR / SUBPASSED(...) / SUBFAILED(...) ::Class::method
 _LINE = re.compile(r"^(SUB)?(PASSED|FAILED|ERROR)(\([^)]*\))? \S*::(\w+)::(\w+)")
