@@ -215,15 +215,6 @@ upstream cases, ``kit_probe/run_registered_cases.py``, as reference):
    sgl-project/sglang 4b5835f744ca; SGLang's own copy,
    ``sglang/kernels/jit/utils/arch.py`` 194-198, answers the same on CUDA).
 
-Where a case builds the backend with an FP4 KV cache dtype (the FP4 case of
-the series' upstream metadata test):
-
-24. On CPU only: ``trtllm_mla_backend.is_float4_e2m1fn_x2``, which answers
-   the dtype test and ``is_cuda()`` (``utils/common.py`` 248-251): the dtype
-   test alone. SGLang has no FP4 KV cache without CUDA; with it the case
-   takes the backend's FP4 branch as on a GPU. A backend built with any other
-   cache dtype gets the real function's answer.
-
 The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
 nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
 allocator and ``req_to_token`` pool on the harness's device, and the model
@@ -466,12 +457,6 @@ def _never_capable(*args, **kwargs) -> bool:
     return False
 
 
-def _is_float4_dtype(dtype) -> bool:
-    import torch
-
-    return dtype == getattr(torch, "float4_e2m1fn_x2", None)
-
-
 def flashinfer_in_use(module) -> bool:
     """Whether SGLang imported FlashInfer into ``module`` (v0.5.23's
     ``trtllm_mla_backend``): it does where ``is_flashinfer_available()``."""
@@ -479,7 +464,7 @@ def flashinfer_in_use(module) -> bool:
 
 
 def construction_stand_ins(use_cuda: bool, flashinfer: bool) -> dict:
-    """Replacements 9-11 and 24: name in ``trtllm_mla_backend`` -> stand-in, for this
+    """Replacements 9-11: name in ``trtllm_mla_backend`` -> stand-in, for this
     host; ``flashinfer``: whether the module uses the real one (9 is then not
     replaced)."""
     out = {
@@ -494,12 +479,11 @@ def construction_stand_ins(use_cuda: bool, flashinfer: bool) -> dict:
     if not use_cuda:
         out["can_use_set_mla_kv_concat_q"] = _never_capable
         out["can_use_set_mla_kv_concat_q_fp8"] = _never_capable
-        out["is_float4_e2m1fn_x2"] = _is_float4_dtype
     return out
 
 
 def install_construction_stand_ins(module, use_cuda: bool) -> None:
-    """Replacements 9-11 and 24, into v0.5.23's ``trtllm_mla_backend`` module; a name
+    """Replacements 9-11, into v0.5.23's ``trtllm_mla_backend`` module; a name
     the module lacks means the replacement is out of date: fail."""
     for name, stand_in in construction_stand_ins(use_cuda, flashinfer_in_use(module)).items():
         if not hasattr(module, name):

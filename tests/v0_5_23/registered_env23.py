@@ -5,7 +5,7 @@ sgl_kernel and a GPU. This project's machines have neither package (and the
 CPU host no GPU), so the child installs the harness's replacements before the
 file imports sglang (``mla_harness.replacements``, each with its reason):
 1, 3, 5 (``prepare_environment``), 2 (``install_flashinfer_wrappers``), 9-11
-and 24 (``install_construction_stand_ins``), and on CPU 4 and 12 for the whole run
+(``install_construction_stand_ins``), and on CPU 4 and 12 for the whole run
 (``cuda_factories_on_cpu``, ``unpinned_host_on_cpu``: the constructors'
 hard-coded ``device="cuda"`` factories and pinned host buffers). The device
 comes from ``REGTEST_DEVICE`` ("cpu" or "cuda").

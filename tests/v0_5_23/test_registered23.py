@@ -1,15 +1,15 @@
 """The series' upstream test files, run on both v0.5.23 trees.
 
-The series adds two upstream test files to SGLang (``FILES``); ``make apply``
+The series adds three upstream test files to SGLang (``FILES``); ``make apply``
 puts them in the patched tree (``build/v0.5.23/sglang``). Each tree runs each
 file once, in a child pytest with that tree first on the path and the
 harness's replacements installed first (``registered_env23``, a ``-p``
 plugin); the case groups below are then read off the child's report, each
 named after the patch whose case it is. The patched tree must pass every
 group. On v0.5.23 as released the groups that check what the series changes
-must fail (strict xfail: a group passing on base fails this test); the
-default-argument kernel parity, which the series must not change, passes on
-both.
+must fail (strict xfail: a group passing on base fails this test); what the
+series must not change passes on both: the default-argument kernel parity and
+the FP4 KV cache configurations 0005 still accepts.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ TIMEOUT_S = 900
 FILES = {
     "metadata": "test/registered/attention/test_trtllm_mla_cuda_graph_metadata.py",
     "dp_padding": "test/registered/unit/model_executor/test_spec_dp_padding.py",
+    "server_args": "test/registered/unit/server_args/test_trtllm_mla_fp4_kv_cache_args.py",
 }
 # group -> (file key, its test methods, whether it passes on base, GPU only)
 GROUPS = {
@@ -76,20 +77,17 @@ GROUPS = {
         False,
         False,
     ),
-    "0005_fp4_query": (
-        "metadata",
-        (
-            "test_fp4_cache_query_in_the_dtype_the_kernel_reads",
-            "test_fp4_cache_refuses_a_model_not_in_bfloat16",
-        ),
+    "0005_fp4_spec_refusal": (
+        "server_args",
+        ("test_fp4_cache_refused_where_trtllm_mla_runs_verify_or_the_draft",),
         False,
         False,
     ),
-    "0005_fp4_graph_rows": (
-        "metadata",
-        ("test_fp4_graph_state_has_a_row_for_every_token",),
-        False,
+    "0005_fp4_still_accepted": (
+        "server_args",
+        ("test_fp4_cache_accepted_where_trtllm_mla_runs_neither",),
         True,
+        False,
     ),
     "0006_own_output": ("metadata", ("test_ragged_verify_output_is_its_own_tensor",), False, False),
     "0007_shared_metadata": ("metadata", ("test_draft_steps_share_one_metadata",), False, False),
