@@ -3,7 +3,8 @@
 Works the same on CPU (Triton interpreter) and GPU, so launch counts measured
 in CI are the counts a GPU would see:
 
-- ``triton``: launches of ``@triton.jit`` kernels (``kernel[grid](...)``), by name;
+- ``triton``: launches of ``@triton.jit`` kernels (``kernel[grid](...)``), by name,
+  and on a GPU those through a compiled kernel's launcher (``DIRECT``);
 - ``torch``: aten ops that run a device kernel, i.e. not views and not bare
   allocations (``empty``), on device tensors;
 - ``graphs``: ``torch.cuda.CUDAGraph.replay`` calls (one launch each);
@@ -27,6 +28,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+# Counts.triton's name for launches through a compiled kernel's launcher.
+DIRECT = "compiled kernel (direct launch)"
 ALLOCATION_ONLY = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
 HOST_READS = {"_local_scalar_dense", "item"}
 
@@ -218,6 +221,25 @@ def _install_triton_hook() -> None:
         return counted
 
     KernelInterface.__getitem__ = __getitem__
+    # A compiled kernel launched through its launcher, not the JIT (SGLang's
+    # SmallCopy does after its first launch): counted there, under DIRECT. The
+    # interpreter (CPU) has no launcher; every launch is a JIT one.
+    try:
+        from triton.runtime import driver
+
+        launcher = driver.active.launcher_cls
+    except (ImportError, RuntimeError, AttributeError):
+        launcher = None
+    if launcher is not None:
+        call = launcher.__call__
+
+        def counted_call(self, *args, **kwargs):
+            if not _inside_kernel:
+                for counts in _active:
+                    counts.triton[DIRECT] += 1
+            return call(self, *args, **kwargs)
+
+        launcher.__call__ = counted_call
     if hasattr(torch.cuda, "CUDAGraph"):
         replay = torch.cuda.CUDAGraph.replay
 

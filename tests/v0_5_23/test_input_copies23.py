@@ -2,15 +2,19 @@
 
 The queue's ``[perf] cuda graph runners`` patch adds ``test/registered/
 model_executor/test_cuda_graph_input_copies.py`` to SGLang: the grouped copy
-kept per captured size (``SmallCopy``, CUDA only) against ``Tensor.copy_`` and
-``try_small_copy``, the buffer registry's fills and ``copy_slots`` over every
-kind of fill, and the draft / draft-extend runners' kept views. Each tree runs
-it in a child pytest (``test_registered23._run_child``: that tree first on the
-path, the harness's replacements installed first). The patched tree must pass
-every case that runs on the device. On v0.5.23 as released the registry's
-cases must pass as well (the fills are unchanged); the kept copies and views
-are missing there (strict xfail). The runners themselves, on both trees, with
-every output compared: ``test_real_runner23``.
+into the leading rows of fixed buffers (``SmallCopy``, CUDA only) against
+``Tensor.copy_`` over sources whose addresses, strides, dtypes and rows change
+between calls, its refusals and its launches (the JIT while a launch hook is
+set or the direct launch is off); ``RowsCopy``; the buffer registry's fills
+(decode, prefill and eager registries, every kind of fill) and ``copy_slots``;
+the copies a registry keeps (one per set of slots) and the draft / draft-extend
+runners' (one per set of optional fields). Each tree runs it in a child pytest
+(``test_registered23._run_child``: that tree first on the path, the harness's
+replacements installed first). The patched tree must pass every case that runs
+on the device. On v0.5.23 as released the registry's fills must pass as well
+(they are unchanged); the kept copies are missing there (strict xfail). The
+runners themselves, on both trees, with every output compared:
+``test_real_runner23``.
 """
 
 from __future__ import annotations
@@ -29,15 +33,22 @@ UPSTREAM_PATH = "test/registered/model_executor/test_cuda_graph_input_copies.py"
 CASES = {
     "TestSmallCopy": (
         (
-            "test_new_sources_each_call",
-            "test_refuses_what_try_small_copy_refuses",
+            "test_sources_change_between_calls",
+            "test_refusals",
+            "test_launches",
             "test_captured_in_a_graph",
         ),
         False,
         True,
     ),
-    "TestRegistryFill": (("test_fills", "test_copy_slots"), True, False),
-    "TestRunnerInputViews": (("test_draft", "test_draft_extend"), False, False),
+    "TestRowsCopy": (("test_views_and_copies",), False, False),
+    "TestRegistryFill": (("test_fills", "test_token_axis_fills", "test_copy_slots"), True, False),
+    "TestKeptFillCopies": (
+        ("test_one_per_slot_set", "test_slice_fn_takes_leading_rows"),
+        False,
+        False,
+    ),
+    "TestRunnerInputCopies": (("test_draft", "test_draft_extend"), False, False),
 }
 
 
