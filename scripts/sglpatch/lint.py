@@ -1,10 +1,24 @@
 """lint-patched: upstream's pre-commit hooks on the files the series touches
-(the base's hook config: ``lint`` in patches/bases.toml)."""
+(the base's hook config: ``lint`` in patches/bases.toml), judged against the base.
+
+The pinned hooks only approximate upstream's own config, so the base's files
+do not all pass them. The hooks run twice, in a scratch worktree of the base
+tag (on the touched files it has) and of ``patched``; per file, what the
+patched run finds beyond the base run's is the series'. Compared as content,
+never by line number: a rewrite as its ``git diff -U0`` hunks (removed and
+added lines), a report ``path:N: message`` (codespell, debug-statements,
+check-merge-conflict) as (hook, the text of line N, message). A failing hook
+whose output is neither (check-ast's traceback, a crash, a fixer's non-zero
+exit with more than ``Fixing <file>``) cannot be compared and fails the lint.
+"""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglpatch.console import note
@@ -14,15 +28,41 @@ from sglpatch.layout import Layout
 from sglpatch.pin import load_pin
 from sglpatch.queue import BRANCH, open_build_tree
 
+# pre-commit's line per hook: its name, dots, the outcome.
+_STATUS = re.compile(r"^.*?\.+(?:\(no files to check\))?(Passed|Failed|Skipped)$")
+_REPORT = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):(?P<message>.*)$")
 
-def touched_files(git: Git, base_tag: str) -> list[str]:
-    """Files that exist on ``patched`` and differ from the base."""
+
+@dataclass
+class _Hook:
+    """A hook pre-commit reports as failed: its header and output lines."""
+
+    id: str = "?"
+    exit: int = 0
+    modified: bool = False
+    body: list[str] | None = None  # None while the header is read
+
+
+@dataclass
+class _Run:
+    """What the hooks found in one tree, per file."""
+
+    rewrites: dict[str, Counter] = field(default_factory=dict)  # hunk -> count
+    reports: dict[str, Counter] = field(default_factory=dict)  # (hook, text, msg)
+    lines: dict[tuple[str, tuple], int] = field(default_factory=dict)  # a report's N
+    rewriters: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+
+
+def touched_files(git: Git, base_tag: str, diff_filter: str = "d") -> list[str]:
+    """Files that differ between the base and ``patched`` (by default: those
+    that exist on ``patched``; ``A``: those the series adds)."""
     out = git.run(
         "diff",
         "--name-only",
         "-z",
         "--no-renames",
-        "--diff-filter=d",
+        f"--diff-filter={diff_filter}",
         base_tag,
         f"refs/heads/{BRANCH}",
     ).stdout
@@ -30,7 +70,7 @@ def touched_files(git: Git, base_tag: str) -> list[str]:
 
 
 def lint_patched(layout: Layout, pre_commit: Path) -> int:
-    """Run the hooks in a scratch worktree of ``patched``; raise if any complains."""
+    """Run the hooks on the base and on ``patched``; raise if the series adds findings."""
     pin = load_pin(layout.pin_file)
     git = open_build_tree(layout, pin)
     executable = _executable(pre_commit)
@@ -41,20 +81,114 @@ def lint_patched(layout: Layout, pre_commit: Path) -> int:
     if not files:
         note("the series touches no files: nothing to lint")
         return 0
-    with scratch_worktree(git, f"refs/heads/{BRANCH}") as work:
-        argv = [executable, "run", "--config", str(config), "--color=never"]
-        argv += ["--show-diff-on-failure", "--files", *files]
-        code = subprocess.run(
-            argv, cwd=work.cwd, env=Git(work.cwd, isolated=False).env()
-        ).returncode
-        changed = work.out("diff", "--name-only", "HEAD").splitlines()
-    problems = [f"a hook rewrote {name}" for name in changed]
-    if code != 0:
-        problems.append(f"pre-commit exited {code} (its output is above)")
+    added = set(touched_files(git, pin.base_tag, "A"))
+    argv = [executable, "run", "--config", str(config), "--color=never", "--files"]
+    old = [name for name in files if name not in added]
+    base = _run_hooks(git, pin.base_tag, argv + old) if old else _Run()
+    new = _run_hooks(git, f"refs/heads/{BRANCH}", argv + files)
+    problems = list(new.opaque)
+    for name, hunks in sorted(new.rewrites.items()):
+        extra = hunks - base.rewrites.get(name, Counter())
+        if extra:
+            first = " ".join(repr(line) for line in next(iter(extra))[:4])
+            problems.append(
+                f"{name}: {' or '.join(new.rewriters) or 'a hook'} rewrote"
+                f" {extra.total()} hunk(s) the base file does not get, e.g. {first}"
+            )
+    for name, found in sorted(new.reports.items()):
+        for key in sorted(found - base.reports.get(name, Counter())):
+            line = new.lines[name, key]
+            problems.append(f"{name}:{line}: {key[0]}:{key[2]} (not reported on the base)")
     if problems:
         raise CheckFailed(f"lint of {len(files)} patched file(s) failed", problems)
+    shared = sum(c.total() for c in (*base.rewrites.values(), *base.reports.values()))
     note(f"lint passed on {len(files)} file(s): {', '.join(files)}")
+    if shared:
+        note(f"not the series': {shared} finding(s) the hooks make on the base's own files")
     return 0
+
+
+def _run_hooks(git: Git, rev: str, argv: list[str]) -> _Run:
+    """pre-commit on the files of ``argv`` in a scratch worktree of ``rev``."""
+    found = _Run()
+    with scratch_worktree(git, rev) as work:
+        proc = subprocess.run(
+            argv,
+            cwd=work.cwd,
+            env=Git(work.cwd, isolated=False).env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        output = proc.stdout.decode("utf-8", "replace")
+        hooks = _failed_hooks(output)
+        if proc.returncode != 0 and not hooks:
+            last = (output.strip().splitlines() or ["no output"])[-1]
+            found.opaque.append(f"pre-commit exited {proc.returncode}: {last}")
+        for hook in hooks:
+            if hook.modified:
+                found.rewriters.append(hook.id)
+            _sort_output(hook, work.cwd, found)
+        for name in work.out("diff", "--name-only", "-z").split("\0"):
+            if name:
+                diff = work.run("diff", "-U0", "--no-color", "--no-ext-diff", "--", name)
+                found.rewrites[name] = Counter(_hunks(diff.stdout.decode("utf-8", "replace")))
+    return found
+
+
+def _failed_hooks(output: str) -> list[_Hook]:
+    """The hooks pre-commit's output shows as failed, with their header and output."""
+    hooks: list[_Hook] = []
+    current: _Hook | None = None
+    for line in output.splitlines():
+        status = _STATUS.match(line)
+        if status:
+            current = _Hook() if status.group(1) == "Failed" else None
+            hooks += [current] if current else []
+        elif current is None:
+            continue
+        elif current.body is not None:
+            current.body += [line] if line.strip() else []
+        elif line.startswith("- hook id: "):
+            current.id = line.removeprefix("- hook id: ")
+        elif line.startswith("- exit code: "):
+            current.exit = int(line.removeprefix("- exit code: "))
+        elif line == "- files were modified by this hook":
+            current.modified = True
+        elif not line.startswith("- "):
+            current.body = []
+    return hooks
+
+
+def _sort_output(hook: _Hook, root: Path, found: _Run) -> None:
+    """File a failed hook's output: nothing (its rewrite is in the diff),
+    reports, or a failure that cannot be compared."""
+    body = hook.body or []
+    if hook.modified:  # its rewrite is in the diff; its exit and output must add nothing
+        if hook.exit == 0 or (hook.exit == 1 and all(ln.startswith("Fixing ") for ln in body)):
+            return
+    reports = [_REPORT.match(line) for line in body]
+    if hook.modified or not body or not all(m and (root / m["path"]).is_file() for m in reports):
+        shown = " | ".join(body[:3]) or "no output"
+        found.opaque.append(f"{hook.id}: exit {hook.exit}, output not comparable: {shown}")
+        return
+    for match in reports:
+        path, number = match["path"], int(match["line"])
+        lines = (root / path).read_text(errors="replace").splitlines()
+        text = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+        key = (hook.id, text, match["message"])
+        found.reports.setdefault(path, Counter())[key] += 1
+        found.lines[path, key] = number
+
+
+def _hunks(diff: str) -> list[tuple[str, ...]]:
+    """The hunks of a ``git diff -U0``, each as its removed and added lines."""
+    hunks: list[list[str]] = []
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            hunks.append([])
+        elif hunks and line.startswith(("-", "+", "\\")):
+            hunks[-1].append(line)
+    return [tuple(hunk) for hunk in hunks] or [tuple(diff.splitlines())]
 
 
 def _executable(pre_commit: Path) -> str:
