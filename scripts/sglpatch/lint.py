@@ -1,15 +1,17 @@
 """lint-patched: upstream's pre-commit hooks on the files the series touches
-(the base's hook config: ``lint`` in patches/bases.toml), judged against the base.
+(the base's hook config: ``lint`` in patches/bases.toml), run in a scratch
+worktree of the base tag (on the touched files it has) and of ``patched``; it
+fails on what the patched run finds beyond the base run's (what passes:
+ci/sglang-v0.5.23-pre-commit.yaml's header).
 
-The pinned hooks only approximate upstream's own config, so the base's files
-do not all pass them. The hooks run twice, in a scratch worktree of the base
-tag (on the touched files it has) and of ``patched``; per file, what the
-patched run finds beyond the base run's is the series'. Compared as content,
-never by line number: a rewrite as its ``git diff -U0`` hunks (removed and
-added lines), a report ``path:N: message`` (codespell, debug-statements,
-check-merge-conflict) as (hook, the text of line N, message). A failing hook
-whose output is neither (check-ast's traceback, a crash, a fixer's non-zero
-exit with more than ``Fixing <file>``) cannot be compared and fails the lint.
+Compared per file, never by line number: a rewrite, as the ``git diff -U0``
+hunks the hooks leave (their removed and added lines), from a hook that exits
+0 or exits 1 saying only ``Fixing <file>`` (ruff format, black, isort, the
+whitespace fixers); a report ``path:N: message`` of a hook that rewrites
+nothing (codespell, debug-statements, check-merge-conflict), as (hook, the
+text of line N, message). Not comparable, so failing whatever the base does:
+any other output of a failed hook (check-ast's traceback, a crash, a fixer's
+error) and a pre-commit run that fails without naming a hook.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def lint_patched(layout: Layout, pre_commit: Path) -> int:
     for name, found in sorted(new.reports.items()):
         for key in sorted(found - base.reports.get(name, Counter())):
             line = new.lines[name, key]
-            problems.append(f"{name}:{line}: {key[0]}:{key[2]} (not reported on the base)")
+            problems.append(f"{name}:{line}: {key[0]}:{key[2]}, in {key[1]!r}: not on the base")
     if problems:
         raise CheckFailed(f"lint of {len(files)} patched file(s) failed", problems)
     shared = sum(c.total() for c in (*base.rewrites.values(), *base.reports.values()))
