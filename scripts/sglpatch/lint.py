@@ -51,7 +51,7 @@ class _Run:
 
     rewrites: dict[str, Counter] = field(default_factory=dict)  # hunk -> count
     reports: dict[str, Counter] = field(default_factory=dict)  # (hook, text, msg)
-    lines: dict[tuple[str, tuple], int] = field(default_factory=dict)  # a report's N
+    lines: dict[tuple[str, tuple], list[int]] = field(default_factory=dict)  # where
     rewriters: list[str] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)
 
@@ -89,18 +89,14 @@ def lint_patched(layout: Layout, pre_commit: Path) -> int:
     base = _run_hooks(git, pin.base_tag, argv + old) if old else _Run()
     new = _run_hooks(git, f"refs/heads/{BRANCH}", argv + files)
     problems = list(new.opaque)
-    for name, hunks in sorted(new.rewrites.items()):
-        extra = hunks - base.rewrites.get(name, Counter())
-        if extra:
-            first = " ".join(repr(line) for line in next(iter(extra))[:4])
-            problems.append(
-                f"{name}: {' or '.join(new.rewriters) or 'a hook'} rewrote"
-                f" {extra.total()} hunk(s) the base file does not get, e.g. {first}"
-            )
-    for name, found in sorted(new.reports.items()):
-        for key in sorted(found - base.reports.get(name, Counter())):
-            line = new.lines[name, key]
-            problems.append(f"{name}:{line}: {key[0]}:{key[2]}, in {key[1]!r}: not on the base")
+    hooks = " or ".join(new.rewriters) or "a hook"
+    for kind, name, key, count, on_base in _extra(new, base):
+        if kind == "rewrites":
+            what = f"{hooks} rewrote " + " ".join(ln[0] + repr(ln[1:]) for ln in key[:4])
+        else:
+            what = f"{key[0]}:{key[2]}, in {key[1]!r}"
+        where = ",".join(str(number) for number in new.lines[name, key])
+        problems.append(f"{name}:{where}: {what} ({count} time(s); the base file: {on_base})")
     if problems:
         raise CheckFailed(f"lint of {len(files)} patched file(s) failed", problems)
     shared = sum(c.total() for c in (*base.rewrites.values(), *base.reports.values()))
@@ -108,6 +104,17 @@ def lint_patched(layout: Layout, pre_commit: Path) -> int:
     if shared:
         note(f"not the series': {shared} finding(s) the hooks make on the base's own files")
     return 0
+
+
+def _extra(new: _Run, base: _Run):
+    """(kind, file, finding, its count, the base file's) for each finding
+    the patched files get more often than the base files."""
+    for kind in ("rewrites", "reports"):
+        olds = getattr(base, kind)
+        for name, found in sorted(getattr(new, kind).items()):
+            old = olds.get(name, Counter())
+            for key in sorted(found - old):
+                yield kind, name, key, found[key], old[key]
 
 
 def _run_hooks(git: Git, rev: str, argv: list[str]) -> _Run:
@@ -133,7 +140,10 @@ def _run_hooks(git: Git, rev: str, argv: list[str]) -> _Run:
         for name in work.out("diff", "--name-only", "-z").split("\0"):
             if name:
                 diff = work.run("diff", "-U0", "--no-color", "--no-ext-diff", "--", name)
-                found.rewrites[name] = Counter(_hunks(diff.stdout.decode("utf-8", "replace")))
+                hunks = _hunks(diff.stdout.decode("utf-8", "replace"))
+                found.rewrites[name] = Counter(hunk for hunk, _ in hunks)
+                for hunk, number in hunks:
+                    found.lines.setdefault((name, hunk), []).append(number)
     return found
 
 
@@ -179,18 +189,19 @@ def _sort_output(hook: _Hook, root: Path, found: _Run) -> None:
         text = lines[number - 1].strip() if 0 < number <= len(lines) else ""
         key = (hook.id, text, match["message"])
         found.reports.setdefault(path, Counter())[key] += 1
-        found.lines[path, key] = number
+        found.lines.setdefault((path, key), []).append(number)
 
 
-def _hunks(diff: str) -> list[tuple[str, ...]]:
-    """The hunks of a ``git diff -U0``, each as its removed and added lines."""
-    hunks: list[list[str]] = []
+def _hunks(diff: str) -> list[tuple[tuple[str, ...], int]]:
+    """The hunks of a ``git diff -U0``: each as its removed and added lines,
+    and the number of its first line in the file before the hooks."""
+    hunks: list[tuple[list[str], int]] = []
     for line in diff.splitlines():
         if line.startswith("@@"):
-            hunks.append([])
+            hunks.append(([], int(re.match(r"@@ -(\d+)", line)[1])))
         elif hunks and line.startswith(("-", "+", "\\")):
-            hunks[-1].append(line)
-    return [tuple(hunk) for hunk in hunks] or [tuple(diff.splitlines())]
+            hunks[-1][0].append(line)
+    return [(tuple(hunk), number) for hunk, number in hunks] or [(tuple(diff.splitlines()), 0)]
 
 
 def _executable(pre_commit: Path) -> str:

@@ -163,7 +163,10 @@ def test_lint_fails_on_a_rewrite_the_series_adds(linted: Workspace, pre_commit):
     proc, _ = _lint(linted, pre_commit)
     assert proc.returncode == 1, proc.stderr
     assert "1 problem(s)" in proc.stderr
-    assert f"{TARGET}: tidy rewrote 1 hunk(s) the base file does not get, e.g. '-'" in proc.stderr
+    lines = (linted.tree / TARGET).read_text().splitlines()
+    blank = [i + 1 for i, line in enumerate(lines) if not line and lines[i - 1].endswith(":")]
+    where = ",".join(map(str, blank))
+    assert f"{TARGET}:{where}: tidy rewrote -'' (2 time(s); the base file: 1)" in proc.stderr
 
 
 def test_lint_fails_on_a_report_the_series_adds(linted: Workspace, pre_commit):
@@ -173,7 +176,7 @@ def test_lint_fails_on_a_report_the_series_adds(linted: Workspace, pre_commit):
     proc, _ = _lint(linted, pre_commit)
     assert proc.returncode == 1, proc.stderr
     assert "1 problem(s)" in proc.stderr
-    shown = "spell: unpadding ==> un-padding, in 'return 42  # no unpadding': not on the base"
+    shown = "spell: unpadding ==> un-padding, in 'return 42  # no unpadding' (1 time(s); the base"
     assert f"{TARGET}:" in proc.stderr and shown in proc.stderr
 
 
@@ -186,7 +189,7 @@ def test_lint_fails_on_a_deviation_in_a_file_the_series_adds(linted: Workspace, 
     )
     proc, _ = _lint(linted, pre_commit)
     assert proc.returncode == 1, proc.stderr
-    assert f"{NEW_FILE}: tidy rewrote 1 hunk(s) the base file does not get" in proc.stderr
+    assert f"{NEW_FILE}:7: tidy rewrote -'' (1 time(s); the base file: 0)" in proc.stderr
 
 
 def test_lint_fails_on_output_it_cannot_compare(linted: Workspace, pre_commit):
