@@ -113,8 +113,8 @@ beyond the backends is replaced by (``target_runner_fields``,
    ``capture_session``, ``capture_one`` and ``replay`` are replaced: capture
    runs ``run_once`` twice as warm-ups (with the barrier and the post-warm-up
    hook, as the real one) and once more in place of the graph, and records
-   it; a replay re-runs it, as ``--debug-cuda-graph``'s breakable backend
-   does. So a replay is the recorded metadata step and forward over the
+   it; a replay re-runs it, as the breakable backend's debug mode does (24
+   runs that backend itself). So a replay is the recorded metadata step and forward over the
    runner's buffers, after what the host call before it did. What a real
    graph fixes at capture is checked, not emulated: every re-run must touch
    (read or write, by aten op or Triton launch) exactly the storages that
@@ -214,6 +214,20 @@ upstream cases, ``kit_probe/run_registered_cases.py``, as reference):
    major >= 9, cached (``sgl-kernel/python/sgl_kernel/utils.py``,
    sgl-project/sglang 4b5835f744ca; SGLang's own copy,
    ``sglang/kernels/jit/utils/arch.py`` 194-198, answers the same on CUDA).
+
+``runner_check``'s "breakable_debug" variants (``--cuda-graph-backend-decode
+breakable --debug-cuda-graph``) run v0.5.23's own ``BreakableCudaGraphBackend
+(debug_eager=True)`` (16 is not installed); on CPU only (``breakable_debug_segments``):
+
+24. Its CUDA graphs. In debug mode the whole forward is one eager break
+   (``breakable_cuda_graph_backend.py:151-160``), so the ``torch.cuda.CUDAGraph``
+   segments before and after it capture nothing: the stand-in segment asserts
+   that (no aten op or Triton launch between its ``capture_begin`` and
+   ``capture_end``) and replays nothing, as an empty graph does. The graph
+   memory pool's handle (``torch.cpu`` has no ``graph_pool_handle``) is a
+   token nothing allocates from; the capture loop is 16's host loop (no
+   stream capture, no capture stream, no free-memory probe). The backend's
+   capture, output buffer and replay of the break run unmodified.
 
 The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
 nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
