@@ -913,11 +913,9 @@ class RunnerCheck:
                 stack.enter_context(attention.kernel_sink(backend, consume, record=False))
         stack.enter_context(replacements.single_process_graph_capture())
         stack.enter_context(marker_spy())
-        if device.startswith("cuda"):
-            pass
-        elif variant.breakable_debug:
+        if variant.breakable_debug and not device.startswith("cuda"):
             stack.enter_context(replacements.breakable_debug_segments())
-        else:
+        elif not device.startswith("cuda"):
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
             stack.enter_context(replacements.eager_graph_backend(frozen))
         stack.enter_context(

@@ -194,7 +194,7 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
             assert r["dynamo"]["graph_breaks"] == 0, r
         # CPU: every re-run (replays and the controls) used the capture's storages,
         # and every decode-runner re-run kept the marker's order. GPU: real graphs.
-        # The debug breakable backend's re-runs are eager on CUDA as well.
+        # The debug breakable backend runs as it is (no replacement 16): neither.
         cpu16 = device == "cpu" and not breakable
         reruns = replays + len(r["capture_bs"]) * len(labels) if cpu16 else 0
         assert r["addresses_checked"] == reruns, r
