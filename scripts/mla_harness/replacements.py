@@ -113,8 +113,8 @@ beyond the backends is replaced by (``target_runner_fields``,
    ``capture_session``, ``capture_one`` and ``replay`` are replaced: capture
    runs ``run_once`` twice as warm-ups (with the barrier and the post-warm-up
    hook, as the real one) and once more in place of the graph, and records
-   it; a replay re-runs it, as ``--debug-cuda-graph``'s breakable backend
-   does. So a replay is the recorded metadata step and forward over the
+   it; a replay re-runs it, as the breakable backend's debug mode does (24
+   runs that backend itself). So a replay is the recorded metadata step and forward over the
    runner's buffers, after what the host call before it did. What a real
    graph fixes at capture is checked, not emulated: every re-run must touch
    (read or write, by aten op or Triton launch) exactly the storages that
@@ -214,6 +214,20 @@ upstream cases, ``kit_probe/run_registered_cases.py``, as reference):
    major >= 9, cached (``sgl-kernel/python/sgl_kernel/utils.py``,
    sgl-project/sglang 4b5835f744ca; SGLang's own copy,
    ``sglang/kernels/jit/utils/arch.py`` 194-198, answers the same on CUDA).
+
+``runner_check``'s "breakable_debug" variants (``--cuda-graph-backend-decode
+breakable --debug-cuda-graph``) run v0.5.23's own ``BreakableCudaGraphBackend
+(debug_eager=True)`` (16 is not installed); on CPU only (``breakable_debug_segments``):
+
+24. Its CUDA graphs. In debug mode the whole forward is one eager break
+   (``breakable_cuda_graph_backend.py:151-160``), so the ``torch.cuda.CUDAGraph``
+   segments before and after it capture nothing: the stand-in segment asserts
+   that (no aten op or Triton launch between its ``capture_begin`` and
+   ``capture_end``) and replays nothing, as an empty graph does. The graph
+   memory pool's handle (``torch.cpu`` has no ``graph_pool_handle``) is a
+   token nothing allocates from; the capture loop is 16's host loop (no
+   stream capture, no capture stream, no free-memory probe). The backend's
+   capture, output buffer and replay of the break run unmodified.
 
 The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
 nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
@@ -808,31 +822,91 @@ def eager_graph_backend(freeze: tuple = ()):
         self.eager_checked = getattr(self, "eager_checked", 0) + 1
         return out
 
-    import torch
-
     patches = [
-        # The host never captures a stream: the in-graph marker is not planted.
-        (torch.cpu, "is_current_stream_capturing", lambda: False),
         (backend, "capture_session", capture_session),
         (backend, "capture_one", capture_one),
         (backend, "replay", replay),
+    ]
+    with _patched([*_host_capture_loop(loop), *patches]):
+        yield
+
+
+def _host_capture_loop(loop) -> list:
+    """Replacement 16's host capture loop (``loop``: the decode runner's
+    module): no stream capture, no capture stream, no free-memory probe."""
+    import torch
+
+    return [
+        # The host never captures a stream: the in-graph marker is not planted.
+        (torch.cpu, "is_current_stream_capturing", lambda: False),
         (loop, "get_or_create_global_graph_capture_stream", lambda: None),
         (loop, "get_available_gpu_memory", lambda *args, **kwargs: 0.0),
     ]
+
+
+@contextlib.contextmanager
+def _patched(patches: list):
+    """Set each (owner, name, value) while the block runs; ``torch.cpu``'s
+    names may be absent, any other owner's must exist."""
+    import torch
+
     saved = []
-    for owner, name, value in patches:
-        if name not in vars(owner) and owner is not torch.cpu:
-            raise AssertionError(f"{owner.__name__} has no {name}: update replacements.py")
-        saved.append((owner, name, vars(owner).get(name, _ABSENT)))
-        setattr(owner, name, value)
     try:
+        for owner, name, value in patches:
+            if name not in vars(owner) and owner is not torch.cpu:
+                raise AssertionError(f"{owner.__name__} has no {name}: update replacements.py")
+            saved.append((owner, name, vars(owner).get(name, _ABSENT)))
+            setattr(owner, name, value)
         yield
     finally:
-        for owner, name, value in saved:
+        for owner, name, value in reversed(saved):
             if value is _ABSENT:
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def breakable_debug_segments():
+    """Replacement 24 (CPU only): the CUDA graphs of ``BreakableCudaGraphBackend``
+    under ``--debug-cuda-graph``, whose whole forward is one eager break: each
+    ``torch.cuda.CUDAGraph`` segment before and after it is a stand-in that
+    must capture nothing (no aten op or Triton launch between its
+    ``capture_begin`` and ``capture_end``) and replays nothing; the graph
+    memory pool's handle (``torch.cpu`` has none) is a token nothing
+    allocates from; the capture loop is the host's (16)."""
+    import torch
+    from sglang.srt.model_executor.runner import decode_cuda_graph_runner as loop
+
+    from . import launches
+
+    class EmptySegment:
+        """A segment of the breakable graph: must stay empty."""
+
+        def __init__(self, keep_graph: bool = False):
+            self._stack = contextlib.ExitStack()
+
+        def capture_begin(self, pool=None, capture_error_mode="global"):
+            self._trace = self._stack.enter_context(launches.trace())
+
+        def capture_end(self):
+            self._stack.close()
+            t = self._trace
+            if t.external or t.created or t.events:
+                raise AssertionError(
+                    f"a debug breakable graph's segment captured work ({t.events},"
+                    f" {len(t.external | t.created)} storages): only the eager break may run"
+                )
+
+        def replay(self):
+            pass
+
+    patches = [
+        (torch.cuda, "CUDAGraph", EmptySegment),
+        (torch.cpu, "graph_pool_handle", lambda: ("cpu", 0)),
+    ]
+    with _patched([*_host_capture_loop(loop), *patches]):
+        yield
 
 
 @contextlib.contextmanager

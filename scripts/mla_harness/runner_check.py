@@ -68,6 +68,7 @@ DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 
 
 TABLE_KERNEL = "create_flashmla_kv_indices_triton"  # the in-graph rebuild's one launch
+KERNEL_GOT = "the attention kernel got"  # the start of a wrong-size metadata error
 
 
 @contextlib.contextmanager
@@ -106,17 +107,24 @@ def check_marker_order(events: list) -> None:
     assert "attention" in events and marker < events.index("attention"), events
 
 
-def server_args(capture_bs, compile_max_bs: int = 0):
+def server_args(capture_bs, compile_max_bs: int = 0, breakable_debug: bool = False):
     """The run's server arguments beyond the backends' (``sglang_api.V0523.
     configure``): graphs for the batch sizes ``capture_bs`` (``--cuda-graph-
     config``; a batch between two is padded up), no FlashInfer autotune (it
     tunes the model's kernels; ``--disable-flashinfer-autotune``); with
-    ``compile_max_bs``, ``--enable-torch-compile --torch-compile-max-bs N``."""
+    ``compile_max_bs``, ``--enable-torch-compile --torch-compile-max-bs N``;
+    with ``breakable_debug``, ``--cuda-graph-backend-decode breakable
+    --debug-cuda-graph`` (as ``arg_groups/cuda_graph_hook.py:68-69`` resolves
+    the first: the decode phase's backend)."""
     from sglang.srt.model_executor.cuda_graph_config import CudaGraphConfig
     from sglang.srt.runtime_context import get_exec, get_flags
 
     stack = contextlib.ExitStack()
-    graphs = CudaGraphConfig.from_dict({"decode": {"bs": list(capture_bs)}})
+    decode = {"bs": list(capture_bs)}
+    if breakable_debug:
+        decode["backend"] = "breakable"
+        stack.enter_context(get_exec().graph.override(debug_cuda_graph=True))
+    graphs = CudaGraphConfig.from_dict({"decode": decode})
     stack.enter_context(get_exec().graph.override(cuda_graph_config=graphs))
     stack.enter_context(get_exec().kernel.override(disable_flashinfer_autotune=True))
     if compile_max_bs:
@@ -249,6 +257,10 @@ class Runner:
         """CPU: the re-runs whose storages were the capture's (replacement 16)."""
         return getattr(self.runner.backend, "eager_checked", 0)
 
+    def graph_backend(self):
+        """The graph backend the runner captured and replays with."""
+        return self.runner.backend
+
     def labels(self) -> tuple:
         """The LoRA variants this runner captured per size (``_make_graph_key``)."""
         return ("lora", "nolora") if getattr(self.runner, "record_nolora_graph", False) else (None,)
@@ -259,10 +271,11 @@ class Runner:
 
         batch, fb = self.batch(bs)
         self.query.copy_(torch.randn(self.query.shape, device=self.env.device))
-        if not self.env.device.startswith("cuda"):
+        if self.env.reruns_eagerly:
             # A real graph of bs reads the metadata tensors it was captured
-            # with; the CPU re-run (replacement 16) reads forward_decode_metadata,
-            # which only execute's out-of-graph call points at bs: give it that.
+            # with; an eager re-run (CPU, replacement 16; the debug breakable
+            # backend) reads forward_decode_metadata, which only execute's
+            # out-of-graph call points at bs: give it that.
             for backend in self.backends:
                 backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
         runner = self.runner  # as its execute replays, less the refill before
@@ -490,7 +503,7 @@ class MultiLayerDraftExtendRunner(DraftExtendRunner):
         self.query.copy_(torch.randn(self.query.shape, device=self.env.device))
         outs = []
         for step, backend in enumerate(self.backends):
-            if not self.env.device.startswith("cuda"):  # as Runner.stale
+            if self.env.reruns_eagerly:  # as Runner.stale
                 backend.forward_decode_metadata = backend.decode_cuda_graph_metadata[bs]
             r = self.runner.runners[step]
             with r.model_context():
@@ -500,6 +513,9 @@ class MultiLayerDraftExtendRunner(DraftExtendRunner):
 
     def addresses_checked(self) -> int:
         return sum(getattr(r.backend, "eager_checked", 0) for r in self.runner.runners)
+
+    def graph_backend(self):
+        return self.runner.runners[0].backend
 
 
 class FrozenKVRunner(Runner):
@@ -842,6 +858,9 @@ class RunnerCheck:
         setup = dataclasses.replace(setup, kv_dtype=kv_dtype, unified_pool=variant.unified_pool)
         self.fp8 = kv_dtype == torch.float8_e4m3fn
         self.setup, self.device = setup, device
+        # A replay runs the captured forward again, eagerly: on CPU (replacement
+        # 16) and under the debug breakable backend.
+        self.reruns_eagerly = not device.startswith("cuda") or variant.breakable_debug
         self.check = Check(setup, device=device, seed=seed)
         self.concat = None  # FP8 on CUDA: the query concat that ran (replacement 21)
         if self.fp8:
@@ -880,6 +899,13 @@ class RunnerCheck:
                 # _run_decode_kernel, which this replaces (932; 1032).
                 assert query.dtype == torch.float8_e4m3fn, query.dtype
                 assert kv.dtype == torch.float8_e4m3fn, kv.dtype
+            rows = query.shape[0]  # the batch the graph was captured for
+            if block_tables.shape[0] != rows or kv_lens.shape[0] != rows:
+                # Another batch size's metadata (v0.5.23's eager re-run).
+                raise AssertionError(
+                    f"{KERNEL_GOT} {block_tables.shape[0]} block-table rows and"
+                    f" {kv_lens.shape[0]} lengths for a batch of {rows}"
+                )
             return paged_mla_decode(query, kv, block_tables, kv_lens, page).contiguous()
 
         for backend in all_backends:
@@ -887,10 +913,14 @@ class RunnerCheck:
                 stack.enter_context(attention.kernel_sink(backend, consume, record=False))
         stack.enter_context(replacements.single_process_graph_capture())
         stack.enter_context(marker_spy())
-        if not device.startswith("cuda"):
+        if variant.breakable_debug and not device.startswith("cuda"):
+            stack.enter_context(replacements.breakable_debug_segments())
+        elif not device.startswith("cuda"):
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
             stack.enter_context(replacements.eager_graph_backend(frozen))
-        stack.enter_context(server_args(capture_bs, variant.compile_max_bs))
+        stack.enter_context(
+            server_args(capture_bs, variant.compile_max_bs, variant.breakable_debug)
+        )
         replacements.target_runner_fields(
             self.backends,
             target.model_forward,
@@ -995,6 +1025,9 @@ class RunnerCheck:
                 {
                     "runner": r.label or r.name,
                     "capture_bs": list(r.runner.capture_bs),
+                    # the graph backend class, and whether it re-runs eagerly
+                    "graph_backend": type(r.graph_backend()).__name__,
+                    "debug_eager": getattr(r.graph_backend(), "_debug_eager", False),
                     "layers": r.layers(),
                     "replays": replays,
                     "padded": st["padded"],
@@ -1302,6 +1335,16 @@ class Variant:
     decode: bool = True
     # The target's verify runner (False: the draft runners alone).
     verify: bool = True
+    # ``--cuda-graph-backend-decode breakable --debug-cuda-graph``: every
+    # runner's graph backend (``resolve_decode_backend``,
+    # ``runner_backend/utils.py:58, 81-86``) is ``BreakableCudaGraphBackend
+    # (debug_eager=True)``, which records the whole forward (``run_once``) as
+    # one eager break and runs it again at every replay, on the capture batch
+    # (``breakable_cuda_graph_backend.py:151-160``): the forward reads the
+    # backend's ``forward_decode_metadata`` as the replay left it. On CPU
+    # only the empty graph segments around the break are stand-ins
+    # (replacement 24); on CUDA they are real.
+    breakable_debug: bool = False
 
 
 VARIANTS = {
@@ -1333,6 +1376,11 @@ VARIANTS = {
         decode=False,
         verify=False,
     ),
+    # --cuda-graph-backend-decode breakable --debug-cuda-graph.
+    "breakable_debug": Variant(
+        SETUPS[:1], breakable_debug=True, draft=("draft",), decode=False, verify=False
+    ),
+    "breakable_debug_target": Variant(SETUPS[:1], breakable_debug=True, draft=()),
     # --enable-unified-memory: target verify and plain decode on the
     # translating pool.
     "unified": Variant(
