@@ -830,6 +830,7 @@ class RunnerCheck:
         host_only: bool = False,
     ):
         import dataclasses
+        import time
 
         import torch
 
@@ -837,6 +838,9 @@ class RunnerCheck:
         from .consumer import Check, paged_mla_decode
 
         self.variant = variant = variant or VARIANTS["default"]
+        # The timers' clock: --host-only times the thread's CPU time (the
+        # host's work, whatever else runs on a shared machine).
+        self.clock = time.thread_time if host_only else time.perf_counter
         # The KV cache dtype the backends are built with (the stand-in model
         # runner's kv_cache_dtype, as --kv-cache-dtype sets ModelRunner's).
         kv_dtype = getattr(torch, variant.kv_dtype)
@@ -890,7 +894,9 @@ class RunnerCheck:
         stack.enter_context(marker_spy())
         if not device.startswith("cuda"):
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
-            stack.enter_context(replacements.eager_graph_backend(frozen, rerun_graphs=not host_only))
+            stack.enter_context(
+                replacements.eager_graph_backend(frozen, rerun_graphs=not host_only)
+            )
         stack.enter_context(server_args(capture_bs, variant.compile_max_bs))
         replacements.target_runner_fields(
             self.backends,
@@ -1034,13 +1040,12 @@ class RunnerCheck:
         ``launches.count_launches`` (what it launches from the host, the
         graph replay included, and its device-to-host reads)."""
         import statistics
-        import time
 
         import torch
 
         from . import launches
 
-        cuda = self.device.startswith("cuda")
+        cuda, clock = self.device.startswith("cuda"), self.clock
         report = []
         for r in self.runners:
             execute, samples, counted, calls = r.runner.execute, [], [], {}
@@ -1063,18 +1068,16 @@ class RunnerCheck:
                     return out
                 n = calls[r.path] = calls.get(r.path, -1) + 1
                 if n % 2 == 0:  # the whole call, nothing else timed inside it
-                    start = time.perf_counter()
+                    start = clock()
                     out = execute(*args, **kwargs)
-                    samples.append({"execute": (time.perf_counter() - start) * 1e6})
+                    samples.append({"execute": (clock() - start) * 1e6})
                     return out
                 spans = dict.fromkeys(SECTION_NAMES, 0.0)
-                with sections(r.runner, spans):
-                    start = time.perf_counter()
+                with sections(r.runner, spans, clock):
+                    start = clock()
                     out = execute(*args, **kwargs)
-                    total = time.perf_counter() - start
-                samples.append(
-                    {"sectioned": total * 1e6, **{k: v * 1e6 for k, v in spans.items()}}
-                )
+                    total = clock() - start
+                samples.append({"sectioned": total * 1e6, **{k: v * 1e6 for k, v in spans.items()}})
                 return out
 
             r.runner.execute = timed
@@ -1130,7 +1133,6 @@ class RunnerCheck:
         second run with an event recorded around each graph replay. On CPU:
         host time only."""
         import statistics
-        import time
 
         import torch
 
@@ -1140,7 +1142,7 @@ class RunnerCheck:
         per = len(self.runners)
         for bs in sizes:
 
-            def run(events: bool) -> tuple:
+            def run(events: bool, bs=bs) -> tuple:
                 """One run of ``warmup + iterations``: host µs per iteration and,
                 with ``events``, each replay's (event before, event after)."""
                 calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
@@ -1150,10 +1152,10 @@ class RunnerCheck:
                         torch.cuda.synchronize()
                     host = []
                     for iteration in calls:
-                        start = time.perf_counter()
+                        start = self.clock()
                         for call in iteration:
                             call()
-                        host.append((time.perf_counter() - start) * 1e6)
+                        host.append((self.clock() - start) * 1e6)
                     if cuda:
                         torch.cuda.synchronize()
                 return host, marks
@@ -1239,26 +1241,24 @@ SECTION_NAMES = tuple(dict.fromkeys(name for name, _, _ in SECTIONS))
 
 
 @contextlib.contextmanager
-def sections(runner, spans: dict):
-    """Add to ``spans[section]`` the host seconds spent in each of
+def sections(runner, spans: dict, clock):
+    """Add to ``spans[section]`` the host seconds (by ``clock``) spent in each of
     ``SECTIONS``' methods on ``runner`` while the block runs (a call nested in
     another of the same section counts once); the methods are wrapped on
     their objects, not replaced, and restored after."""
-    import time
-
     depth = dict.fromkeys(spans, 0)
     wrapped = []
 
     def timer(section, method):
         def call(*args, **kwargs):
             depth[section] += 1
-            start = time.perf_counter()
+            start = clock()
             try:
                 return method(*args, **kwargs)
             finally:
                 depth[section] -= 1
                 if not depth[section]:
-                    spans[section] += time.perf_counter() - start
+                    spans[section] += clock() - start
 
         return call
 
@@ -1412,7 +1412,7 @@ def main(argv=None) -> int:
         "--host-only",
         action="store_true",
         help="CPU, with --time: a graph replay re-runs nothing (replacement 16), so execute's"
-        " time is the host's work around the graph launch",
+        " time is the host's work around the graph launch; times are the thread's CPU time",
     )
     parser.add_argument(
         "--sizes",
