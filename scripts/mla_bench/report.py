@@ -561,7 +561,7 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
         f"pinned to CPUs {', '.join(map(str, cpus))}; the median of the processes' medians "
         "(execute: their range); the parts timed in every other execute call of the same "
         'process, the whole-call figures in the others (no section timers): "metadata '
-        "call\": the backend's init_forward_metadata_out_graph, \"graph launch\": the graph "
+        'call": the backend\'s init_forward_metadata_out_graph, "graph launch": the graph '
         'backend\'s replay, "outside the call": execute less the metadata call; launches: '
         "the host launches of one execute (exact; the graph replay is one):",
         "",
