@@ -1427,6 +1427,8 @@ def main(argv=None) -> int:
         help="server configuration beyond the defaults (VARIANTS)",
     )
     args = parser.parse_args(argv)
+    if args.host_only and (args.device == "cuda" or not args.time):
+        raise UserError("--host-only: a CPU measurement, with --time")
     child.enter(args)
     from . import replacements
     from .sglang_api import current
@@ -1440,8 +1442,6 @@ def main(argv=None) -> int:
     variant = VARIANTS[args.variant]
     if variant.compile_max_bs and args.device != "cuda":
         raise SystemExit("runner_check --variant compile: torch.compile's graphs need CUDA")
-    if args.host_only and (args.device == "cuda" or not args.time):
-        raise UserError("--host-only: a CPU measurement, with --time")
     report = []
     setups = variant.setups
     if args.sizes:
