@@ -418,7 +418,8 @@ def runner_rounds(times: dict) -> dict:
     """``--runners``' rounds joined: per tree and (setup, runner, bs, path),
     the list of the rounds' median µs of the whole ``execute`` and of each
     part of it (``RUNNER_PARTS``: the out-of-graph metadata call, the buffer
-    copies, the graph launch, the rest; timed inside the same calls), and the
+    copies, the graph launch, the rest; timed in calls of their own, every
+    other call, so the section timers stay out of the whole-call times), and the
     launches and device-to-host reads of one ``execute`` (exact: every round
     must count the same)."""
     joined = {}
@@ -558,10 +559,11 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
         "each call; one attention layer per forward; runner_check's own setups, not the "
         f"sizes above): {rounds} processes per tree, base and patched alternating, each "
         f"pinned to CPUs {', '.join(map(str, cpus))}; the median of the processes' medians "
-        '(execute: their range); inside the same execute calls, "metadata call": the '
-        "backend's init_forward_metadata_out_graph, \"graph launch\": the graph backend's "
-        'replay, "outside the call": execute less the metadata call; launches: the '
-        "host launches of one execute (exact; the graph replay is one):",
+        "(execute: their range); the parts timed in every other execute call of the same "
+        'process, the whole-call figures in the others (no section timers): "metadata '
+        'call": the backend\'s init_forward_metadata_out_graph, "graph launch": the graph '
+        'backend\'s replay, "outside the call": execute less the metadata call; launches: '
+        "the host launches of one execute (exact; the graph replay is one):",
         "",
         _row(
             "setup",

@@ -130,7 +130,11 @@ beyond the backends is replaced by (``target_runner_fields``,
    ``--freeze-metadata``, each re-run first gives the backends back the
    ``forward_decode_metadata`` object they held when that graph was
    captured; attributes rebound later, scalars and host tensors are not
-   restored.
+   restored. With ``runner_check --time --host-only`` (a measurement of the
+   runners' host time, never a check) a replay re-runs nothing: it is the
+   real ``replay`` less the graph launch (``graph_pool_replay_scope``, then
+   the capture's outputs), so ``execute``'s time is the host's work around
+   the launch, not the eager re-run's.
 
 ``dcp_check`` (v0.5.23) and the benchmark's ``--dcp-size``:
 
@@ -778,12 +782,15 @@ _ABSENT = object()
 
 
 @contextlib.contextmanager
-def eager_graph_backend(freeze: tuple = ()):
+def eager_graph_backend(freeze: tuple = (), rerun_graphs: bool = True):
     """Replacement 16 (CPU only): ``FullCudaGraphBackend`` records ``run_once``
     and a replay re-runs it; the capture loop's stream and memory probe are the
     host's. ``freeze``: attention backends whose ``forward_decode_metadata``
-    each re-run first gets back as it was when that graph was captured."""
+    each re-run first gets back as it was when that graph was captured.
+    ``rerun_graphs`` False (a host-time measurement, never a check): a replay is the
+    real one less the graph launch, returning the capture's outputs."""
     from sglang.srt.model_executor.runner import decode_cuda_graph_runner as loop
+    from sglang.srt.model_executor.runner_backend import full_cuda_graph_backend
     from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import (
         FullCudaGraphBackend as backend,
     )
@@ -807,6 +814,10 @@ def eager_graph_backend(freeze: tuple = ()):
         self.eager_events = captured.events
 
     def replay(self, shape_key, static_forward_batch, **kwargs):
+        if not rerun_graphs:
+            with full_cuda_graph_backend.graph_pool_replay_scope():
+                pass
+            return self._outputs[shape_key]
         forward_fn, held, captured = self._graphs[shape_key]
         for b, metadata in held:
             b.forward_decode_metadata = metadata

@@ -843,8 +843,10 @@ class RunnerCheck:
         freeze: bool = False,
         speculative: bool = True,
         variant: Variant | None = None,
+        host_only: bool = False,
     ):
         import dataclasses
+        import time
 
         import torch
 
@@ -852,6 +854,9 @@ class RunnerCheck:
         from .consumer import Check, paged_mla_decode
 
         self.variant = variant = variant or VARIANTS["default"]
+        # The timers' clock: --host-only times the thread's CPU time (the
+        # host's work, whatever else runs on a shared machine).
+        self.clock = time.thread_time if host_only else time.perf_counter
         # The KV cache dtype the backends are built with (the stand-in model
         # runner's kv_cache_dtype, as --kv-cache-dtype sets ModelRunner's).
         kv_dtype = getattr(torch, variant.kv_dtype)
@@ -917,7 +922,9 @@ class RunnerCheck:
             stack.enter_context(replacements.breakable_debug_segments())
         elif not device.startswith("cuda"):
             frozen = tuple(b for b in all_backends if b is not None) if freeze else ()
-            stack.enter_context(replacements.eager_graph_backend(frozen))
+            stack.enter_context(
+                replacements.eager_graph_backend(frozen, rerun_graphs=not host_only)
+            )
         stack.enter_context(
             server_args(capture_bs, variant.compile_max_bs, variant.breakable_debug)
         )
@@ -1055,25 +1062,35 @@ class RunnerCheck:
         its buffers, padding, the out-of-graph metadata call, the graph
         launch), with the GPU idle before each call: per runner, captured
         size and path (verify after ``load_batch``, or alone), the median of
-        ``repeats`` unpadded replays after ``warmup`` more, and of the part of
-        each call spent in each of ``SECTIONS`` (timed inside the same call);
-        then, per path, one more ``execute`` under ``launches.count_launches``
-        (what it launches from the host, the graph replay included, and its
-        device-to-host reads)."""
+        ``repeats`` unpadded replays after ``warmup`` more. Every other call
+        of a path instead times the part spent in each of ``SECTIONS``
+        (``sections``' timers wrap methods inside ``execute`` and cost time
+        of their own, so the whole-call figures come from calls without
+        them): the medians of ``repeats`` such calls, the median of their
+        whole time (``sectioned_execute_us``: less ``execute_us``, what the
+        timers add) and ``rest_us``, ``execute_us`` less the sections'
+        medians. Then, per path, one more ``execute`` under
+        ``launches.count_launches`` (what it launches from the host, the
+        graph replay included, and its device-to-host reads)."""
         import statistics
-        import time
 
         import torch
 
         from . import launches
 
-        cuda = self.device.startswith("cuda")
+        cuda, clock = self.device.startswith("cuda"), self.clock
         report = []
         for r in self.runners:
-            execute, samples, counted = r.runner.execute, [], []
+            execute, samples, counted, calls = r.runner.execute, [], [], {}
 
             def timed(
-                *args, execute=execute, samples=samples, counted=counted, runner=r.runner, **kwargs
+                *args,
+                execute=execute,
+                samples=samples,
+                counted=counted,
+                calls=calls,
+                r=r,
+                **kwargs,
             ):
                 if cuda:
                     torch.cuda.synchronize()
@@ -1082,19 +1099,26 @@ class RunnerCheck:
                         out = execute(*args, **kwargs)
                     counted[0] = counts
                     return out
-                spans = dict.fromkeys(SECTION_NAMES, 0.0)
-                with sections(runner, spans):
-                    start = time.perf_counter()
+                n = calls[r.path] = calls.get(r.path, -1) + 1
+                if n % 2 == 0:  # the whole call, nothing else timed inside it
+                    start = clock()
                     out = execute(*args, **kwargs)
-                    total = time.perf_counter() - start
-                samples.append({"execute": total * 1e6, **{k: v * 1e6 for k, v in spans.items()}})
+                    samples.append({"execute": (clock() - start) * 1e6})
+                    return out
+                spans = dict.fromkeys(SECTION_NAMES, 0.0)
+                with sections(r.runner, spans, clock):
+                    start = clock()
+                    out = execute(*args, **kwargs)
+                    total = clock() - start
+                samples.append({"sectioned": total * 1e6, **{k: v * 1e6 for k, v in spans.items()}})
                 return out
 
             r.runner.execute = timed
             try:
                 for bs in r.runner.capture_bs:
                     by_path, counts = {}, {}
-                    for i in range(warmup + repeats):
+                    calls.clear()
+                    for i in range(warmup + 2 * repeats):
                         samples.clear()
                         r.replay(bs)
                         if i >= warmup:
@@ -1104,17 +1128,24 @@ class RunnerCheck:
                         r.replay(bs)
                         counts[r.path] = counted.pop()
                     for path, us in sorted(by_path.items()):
-                        median = lambda key, us=us: statistics.median(s[key] for s in us)  # noqa: E731
-                        rest = [s["execute"] - sum(s[k] for k in SECTION_NAMES) for s in us]
+                        whole = [s["execute"] for s in us if "execute" in s]
+                        parts = [s for s in us if "sectioned" in s]
+                        median = lambda key, parts=parts: statistics.median(  # noqa: E731
+                            s[key] for s in parts
+                        )
+                        execute_us = statistics.median(whole)
+                        sections_us = {f"{k}_us": median(k) for k in SECTION_NAMES}
                         report.append(
                             {
                                 "runner": r.label or r.name,
                                 "bs": bs,
                                 "path": path,
-                                "samples": len(us),
-                                "execute_us": median("execute"),
-                                **{f"{k}_us": median(k) for k in SECTION_NAMES},
-                                "rest_us": statistics.median(rest),
+                                "samples": len(whole),
+                                "execute_us": execute_us,
+                                **sections_us,
+                                "rest_us": execute_us - sum(sections_us.values()),
+                                "sectioned_samples": len(parts),
+                                "sectioned_execute_us": median("sectioned"),
                                 "launches": counts[path].launches,
                                 "syncs": counts[path].syncs,
                             }
@@ -1130,29 +1161,39 @@ class RunnerCheck:
         µs per iteration and, on CUDA, per iteration the GPU time between one
         runner's graph and the next one's (``TRANSITIONS``: the GPU waiting for
         the host, plus the next runner's input copies), each the median over
-        ``iterations`` after ``warmup`` more. On CPU: host time only."""
+        ``iterations`` after ``warmup`` more. The host time comes from a run
+        of the iterations without CUDA events; the GPU's, on CUDA, from a
+        second run with an event recorded around each graph replay. On CPU:
+        host time only."""
         import statistics
-        import time
 
         import torch
 
         cuda = self.device.startswith("cuda")
         sizes = sorted(set.intersection(*(set(r.runner.capture_bs) for r in self.runners)))
         report = []
+        per = len(self.runners)
         for bs in sizes:
-            calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
-            marks = []  # per graph replay, on CUDA: (event before it, event after it)
-            with graph_events(self.runners, marks, cuda):
-                if cuda:
-                    torch.cuda.synchronize()
-                host = []
-                for iteration in calls:
-                    start = time.perf_counter()
-                    for call in iteration:
-                        call()
-                    host.append((time.perf_counter() - start) * 1e6)
-                if cuda:
-                    torch.cuda.synchronize()
+
+            def run(events: bool, bs=bs) -> tuple:
+                """One run of ``warmup + iterations``: host µs per iteration and,
+                with ``events``, each replay's (event before, event after)."""
+                calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
+                marks = []
+                with graph_events(self.runners, marks, len(calls) * per if events else 0):
+                    if cuda:
+                        torch.cuda.synchronize()
+                    host = []
+                    for iteration in calls:
+                        start = self.clock()
+                        for call in iteration:
+                            call()
+                        host.append((self.clock() - start) * 1e6)
+                    if cuda:
+                        torch.cuda.synchronize()
+                return host, marks
+
+            host, _ = run(events=False)
             row = {
                 "loop": True,
                 "bs": bs,
@@ -1160,7 +1201,7 @@ class RunnerCheck:
                 "host_us": statistics.median(host[warmup:]),
             }
             if cuda:
-                per = len(self.runners)
+                _, marks = run(events=True)
                 marks = marks[warmup * per :]
                 for k, name in enumerate(TRANSITIONS):
                     row[f"{name}_us"] = statistics.median(
@@ -1178,18 +1219,22 @@ TRANSITIONS = ("draft_to_verify", "verify_to_extend", "extend_to_draft")
 
 
 @contextlib.contextmanager
-def graph_events(runners: list, marks: list, cuda: bool):
-    """On CUDA: append to ``marks``, per graph replay of ``runners`` (their
-    graph backends' ``replay``), a CUDA event recorded right before the
-    replay and one right after. The methods are wrapped on their objects and
-    restored after. Off CUDA: nothing."""
+def graph_events(runners: list, marks: list, replays: int):
+    """With ``replays`` > 0 (CUDA): append to ``marks``, for each of the next
+    ``replays`` graph replays of ``runners`` (their graph backends'
+    ``replay``), a CUDA event recorded right before the replay and one right
+    after, the events made beforehand. The methods are wrapped on their
+    objects and restored after. With 0: nothing."""
     import torch
 
-    backends = [r.runner.backend for r in runners] if cuda else []
+    backends = [r.runner.backend for r in runners] if replays else []
+    pairs = iter(
+        [tuple(torch.cuda.Event(enable_timing=True) for _ in range(2)) for _ in range(replays)]
+    )
 
     def timed(replay):
         def call(*args, **kwargs):
-            before, after = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            before, after = next(pairs)
             before.record()
             out = replay(*args, **kwargs)
             after.record()
@@ -1229,26 +1274,24 @@ SECTION_NAMES = tuple(dict.fromkeys(name for name, _, _ in SECTIONS))
 
 
 @contextlib.contextmanager
-def sections(runner, spans: dict):
-    """Add to ``spans[section]`` the host seconds spent in each of
+def sections(runner, spans: dict, clock):
+    """Add to ``spans[section]`` the host seconds (by ``clock``) spent in each of
     ``SECTIONS``' methods on ``runner`` while the block runs (a call nested in
     another of the same section counts once); the methods are wrapped on
     their objects, not replaced, and restored after."""
-    import time
-
     depth = dict.fromkeys(spans, 0)
     wrapped = []
 
     def timer(section, method):
         def call(*args, **kwargs):
             depth[section] += 1
-            start = time.perf_counter()
+            start = clock()
             try:
                 return method(*args, **kwargs)
             finally:
                 depth[section] -= 1
                 if not depth[section]:
-                    spans[section] += time.perf_counter() - start
+                    spans[section] += clock() - start
 
         return call
 
@@ -1414,6 +1457,12 @@ def main(argv=None) -> int:
         help="with --time: also N back-to-back EAGLE iterations per size (RunnerCheck.loop)",
     )
     parser.add_argument(
+        "--host-only",
+        action="store_true",
+        help="CPU, with --time: a graph replay re-runs nothing (replacement 16), so execute's"
+        " time is the host's work around the graph launch; times are the thread's CPU time",
+    )
+    parser.add_argument(
         "--sizes",
         default="",
         metavar="BS,BS",
@@ -1426,6 +1475,8 @@ def main(argv=None) -> int:
         help="server configuration beyond the defaults (VARIANTS)",
     )
     args = parser.parse_args(argv)
+    if args.host_only and (args.device == "cuda" or not args.time):
+        raise UserError("--host-only: a CPU measurement, with --time")
     child.enter(args)
     from . import replacements
     from .sglang_api import current
@@ -1460,6 +1511,7 @@ def main(argv=None) -> int:
                     freeze=args.freeze_metadata,
                     speculative=speculative,
                     variant=variant,
+                    host_only=args.host_only,
                 )
                 rows = check.time_execute(args.time) if args.time else check.run(args.replays)
                 if args.loop and speculative:

@@ -8,11 +8,14 @@ between calls, its refusals and its launches (the JIT while a launch hook is
 set or the direct launch is off); ``RowsCopy``; the buffer registry's fills
 (decode, prefill and eager registries, every kind of fill) and ``copy_slots``;
 the copies a registry keeps (one per set of slots) and the draft / draft-extend
-runners' (one per set of optional fields). Each tree runs it in a child pytest
+runners' (one per set of optional fields); the decode runner's replay views kept
+per captured size, and a runner's model context selecting its shared-expert
+layout only where another is selected. Each tree runs it in a child pytest
 (``test_registered23._run_child``: that tree first on the path, the harness's
 replacements installed first). The patched tree must pass every case that runs
 on the device. On v0.5.23 as released the registry's fills must pass as well
-(they are unchanged); the kept copies are missing there (strict xfail). The
+(they are unchanged); the kept copies and views and the model context's
+no-op are missing there (strict xfail). The
 runners themselves, on both trees, with every output compared:
 ``test_real_runner23``.
 """
@@ -49,6 +52,8 @@ CASES = {
         False,
     ),
     "TestRunnerInputCopies": (("test_draft", "test_draft_extend"), False, False),
+    "TestReplayViews": (("test_kept_per_size",), False, False),
+    "TestModelContext": (("test_selects_only_another_layout",), False, False),
 }
 
 
@@ -91,7 +96,7 @@ def test_patched(copies23, device, case):
             name,
             marks=()
             if on_base
-            else pytest.mark.xfail(strict=True, reason="v0.5.23 keeps no input copies"),
+            else pytest.mark.xfail(strict=True, reason="v0.5.23 keeps no input copies or views"),
         )
         for name, (_, on_base, _) in sorted(CASES.items())
     ],
