@@ -15,10 +15,12 @@ backend, sm_90) and returns one kernel per specialization; a direct launch
 re-specializes its own arguments (the pointers mapped back to the call's
 tensors) and is a mismatch where that differs from its kernel's. Nothing is
 compiled or launched. Sequences: the upstream test's
-``test_sources_change_between_calls`` (2 sweeps of 12 steps), a seeded random
+``test_sources_change_between_calls`` (2 sweeps of 12 steps) and
+``test_sizes_and_strides_between_calls`` (2 sweeps of 4), a seeded random
 one (400 calls drawn from 40 sets of rows 0, 1, 2, 15, 16, 17, 32, 33 or 64,
-offsets 0-3, strided or not, dtypes swapped or not; no cap on kernels kept), destinations off 16-byte alignment with
-rows 0 and 16 in turn, and calls made while another device is current.
+offsets 0-3, strided or not, dtypes swapped or not; no cap on kernels kept),
+destinations off 16-byte alignment with rows 0 and 16 in turn, and calls made
+while another device is current.
 
 Run with the tree's python/ (and the Triton to check) first on the path:
     PYTHONPATH=<triton>:build/v0.5.23/sglang/python python scripts/small_copy_keys.py
@@ -33,11 +35,10 @@ from types import SimpleNamespace
 
 import torch
 import triton
+from sglang.kernels.ops.memory import small_copy
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import CUDABackend
 from triton.runtime.jit import create_function_from_signature
-
-from sglang.kernels.ops.memory import small_copy
 
 BLOCK = small_copy._BLOCK
 # The upstream test's TestSmallCopy.LAYOUT: (dtype, shape, axis).
@@ -71,7 +72,7 @@ class Kernel:
         run = STATE.call
         assert src_ptrs == tuple(s.data_ptr() for s in run.srcs)
         # The buffers' addresses; the JIT sees the views' (0 where empty).
-        assert all(p == v.data_ptr() for p, v in zip(dst_ptrs, run.views) if v.numel())
+        assert all(p == v.data_ptr() for p, v in zip(dst_ptrs, run.views, strict=True) if v.numel())
         *ints, widths, block = rest
         spec = specialize(run.srcs, run.views, ints, widths, block)
         STATE.direct += 1
@@ -123,7 +124,7 @@ def sources(rows, step, offsets=None, strided=None, layout=LAYOUT):
     """The upstream test's TestSmallCopy._sources (per-source offsets and
     strides where given)."""
     srcs = []
-    for i, ((dtype, shape, axis), n) in enumerate(zip(layout, rows)):
+    for i, ((dtype, shape, axis), n) in enumerate(zip(layout, rows, strict=True)):
         shape = list(shape)
         if axis is not None:
             shape[axis] = n
@@ -163,15 +164,22 @@ def main() -> int:
     for sweep in range(2):
         for step in range(12):
             rows = (step * 5 % 65, step * 3 % 65, step, 64 - step, step % 9, 5)
-            call(copy, f"upstream sweep {sweep} step {step}", sources(rows, step), rows)
+            call(copy, f"upstream sequence: sweep {sweep} step {step}", sources(rows, step), rows)
     results["upstream sequence"] = copy
+    # The upstream test's test_sizes_and_strides_between_calls.
+    copy = new_copy()
+    for sweep in range(2):
+        for n, strided in ((1, False), (16, False), (9, False), (16, True)):
+            rows = (n, n, n, n, n, 5)
+            srcs = sources(rows, 0, offsets=[0] * 6, strided=[strided] * 6)
+            call(copy, f"sizes and strides: sweep {sweep} rows {n} strided {strided}", srcs, rows)
+    results["sizes and strides"] = copy
     # Seeded random rows, offsets, strides and dtypes, every kernel kept.
     kept, small_copy._KEPT_KERNELS = small_copy._KEPT_KERNELS, 10**6
     rng = random.Random(0)
     pool = [
         (
-            tuple(rng.choice((0, 1, 2, 15, 16, 17, 32, 33, 64)) for _ in range(5))
-            + (5,),
+            tuple(rng.choice((0, 1, 2, 15, 16, 17, 32, 33, 64)) for _ in range(5)) + (5,),
             rng.randrange(2),
             [rng.randrange(4) for _ in LAYOUT],
             [rng.random() < 0.3 for _ in LAYOUT],
@@ -182,7 +190,7 @@ def main() -> int:
     for i in range(400):
         rows, step, offsets, strided = rng.choice(pool)
         srcs = sources(rows, step, offsets=offsets, strided=strided)
-        call(copy, f"random {i} rows {rows}", srcs, rows)
+        call(copy, f"random sequence: call {i} rows {rows}", srcs, rows)
     results["random sequence"] = copy
     small_copy._KEPT_KERNELS = kept
     # Destinations 8 bytes past 16-byte alignment, their rows empty or not.
@@ -190,14 +198,14 @@ def main() -> int:
     copy = new_copy(layout, offset=2)
     for i, n in enumerate((0, 16, 0, 16)):
         srcs = sources((n, 5), 0, layout=layout)
-        call(copy, f"misaligned destination {i} rows {n}", srcs, (n, 5))
+        call(copy, f"misaligned destinations: call {i} rows {n}", srcs, (n, 5))
     results["misaligned destinations"] = copy
     # A first call, then calls while device 1 is current, then device 0 again.
     copy = new_copy()
     rows = (8, 8, 8, 8, 8, 5)
     for i, device in enumerate((0, 1, 1, 0, 0)):
         CURRENT[0] = device
-        call(copy, f"device {device} call {i}", sources(rows, 0), rows)
+        call(copy, f"other device current: call {i} on device {device}", sources(rows, 0), rows)
     CURRENT[0] = 0
     results["other device current"] = copy
     print(
@@ -205,7 +213,8 @@ def main() -> int:
         f"{STATE.direct}; Triton specializations {len(JIT_.kernels)}"
     )
     for name, copy in results.items():
-        print(f"  {name}: kept kernels {len(copy._kernels)}")
+        bad = sum(label.startswith(name) for label, _, _ in STATE.mismatches)
+        print(f"  {name}: kept kernels {len(copy._kernels)}, mismatches {bad}")
     for label, kept, wanted in STATE.mismatches[:5]:
         print(f"MISMATCH {label}:\n  kept kernel for {kept}\n  call needs     {wanted}")
     print(f"mismatches: {len(STATE.mismatches)}")
@@ -222,9 +231,7 @@ BINDER = create_function_from_signature(
 )
 JIT_ = JIT()
 small_copy._small_copy_kernel = JIT_
-small_copy.driver = SimpleNamespace(
-    active=SimpleNamespace(get_current_stream=lambda index: 0)
-)
+small_copy.driver = SimpleNamespace(active=SimpleNamespace(get_current_stream=lambda index: 0))
 torch.accelerator.current_device_index = lambda: CURRENT[0]
 
 if __name__ == "__main__":
