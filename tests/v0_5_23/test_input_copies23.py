@@ -37,6 +37,7 @@ CASES = {
     "TestSmallCopy": (
         (
             "test_sources_change_between_calls",
+            "test_sizes_and_strides_between_calls",
             "test_refusals",
             "test_launches",
             "test_captured_in_a_graph",
