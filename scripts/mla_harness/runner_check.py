@@ -107,7 +107,9 @@ def check_marker_order(events: list) -> None:
     assert "attention" in events and marker < events.index("attention"), events
 
 
-def server_args(capture_bs, compile_max_bs: int = 0, breakable_debug: bool = False):
+def server_args(
+    capture_bs, compile_max_bs: int = 0, breakable_debug: bool = False, cuda: bool = True
+):
     """The run's server arguments beyond the backends' (``sglang_api.V0523.
     configure``): graphs for the batch sizes ``capture_bs`` (``--cuda-graph-
     config``; a batch between two is padded up), no FlashInfer autotune (it
@@ -115,7 +117,12 @@ def server_args(capture_bs, compile_max_bs: int = 0, breakable_debug: bool = Fal
     ``compile_max_bs``, ``--enable-torch-compile --torch-compile-max-bs N``;
     with ``breakable_debug``, ``--cuda-graph-backend-decode breakable
     --debug-cuda-graph`` (as ``arg_groups/cuda_graph_hook.py:68-69`` resolves
-    the first: the decode phase's backend)."""
+    the first: the decode phase's backend). Off CUDA also
+    ``--enable-cudagraph-gc``: the default freezes the garbage collector for
+    each capture, then unfreezes it and collects
+    (``base_cuda_graph_runner.py:47-62``), a walk of every object of the
+    process, a second or more each on a CPU, where no graph is captured
+    (replacement 16) for a collection to break."""
     from sglang.srt.model_executor.cuda_graph_config import CudaGraphConfig
     from sglang.srt.runtime_context import get_exec, get_flags
 
@@ -127,6 +134,8 @@ def server_args(capture_bs, compile_max_bs: int = 0, breakable_debug: bool = Fal
     graphs = CudaGraphConfig.from_dict({"decode": decode})
     stack.enter_context(get_exec().graph.override(cuda_graph_config=graphs))
     stack.enter_context(get_exec().kernel.override(disable_flashinfer_autotune=True))
+    if not cuda:
+        stack.enter_context(get_exec().graph.override(enable_cudagraph_gc=True))
     if compile_max_bs:
         stack.enter_context(get_exec().graph.override(torch_compile_max_bs=compile_max_bs))
         stack.enter_context(get_flags().capture.override(enable_torch_compile=True))
@@ -926,7 +935,12 @@ class RunnerCheck:
                 replacements.eager_graph_backend(frozen, rerun_graphs=not host_only)
             )
         stack.enter_context(
-            server_args(capture_bs, variant.compile_max_bs, variant.breakable_debug)
+            server_args(
+                capture_bs,
+                variant.compile_max_bs,
+                variant.breakable_debug,
+                cuda=device.startswith("cuda"),
+            )
         )
         replacements.target_runner_fields(
             self.backends,
