@@ -55,8 +55,9 @@ HARNESS_TERMS = (
     "make test",
     "make bench",
     "make bundle",
+    "series notes",
 )
-_ROW = re.compile(r"^\|\s*(\d{4})\s*\|\s*`?(\[(?:fix|perf|test)\][^|`]*?)`?\s*\|")
+_ROW = re.compile(r"^\|\s*(\d{4})\s*\|\s*`?(\[(?:fix|perf|refactor|test)\][^|`]*?)`?\s*\|")
 
 
 def subject(patch: Path) -> str:

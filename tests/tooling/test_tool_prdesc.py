@@ -93,3 +93,12 @@ def test_this_repositorys_harness_in_a_description_or_message_fails(tmp_path):
     assert any("0003-x.patch's message names 'make bench'" in p for p in found), found
     # The diff is upstream's code and the author header no message: not checked.
     assert not any("tests/backend" in p or "'sglpatch'" in p for p in found), found
+
+
+def test_a_refactor_row_counts_and_the_series_notes_are_not_upstreams(tmp_path):
+    subjects = (SUBJECTS[0], "[refactor] a: move a pointer", SUBJECTS[2])
+    d = _series(tmp_path, subjects=subjects)
+    _describe(d, "1-fixes.md", [("0001", subjects[0]), ("0002", subjects[1])])
+    _describe(d, "2-test.md", [("0003", subjects[2])], extra="figures: series notes\n")
+    found = prdesc.problems(d)
+    assert len(found) == 1 and "2-test.md names 'series notes'" in found[0], found
