@@ -64,6 +64,12 @@ GROUPS = {
         False,
         False,
     ),
+    "0003_coordinated_step": (
+        "dp_padding",
+        ("test_coordinated_step_pads_whole_requests",),
+        False,
+        False,
+    ),
     "0004_verify_state": (
         "dp_padding",
         ("test_verify_state_covers_the_dummy_requests",),
