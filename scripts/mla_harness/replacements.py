@@ -233,6 +233,19 @@ breakable --debug-cuda-graph``) run v0.5.23's own ``BreakableCudaGraphBackend
    stream capture, no capture stream, no free-memory probe). The backend's
    capture, output buffer and replay of the break run unmodified.
 
+On CUDA without ``sgl_kernel``, the same variants run real CUDA graphs and
+reach one of its functions:
+
+25. ``sgl_kernel.weak_ref_tensor``, which the breakable capture calls on the
+   arguments and outputs it records (``breakable_cuda_graph.py:176``, through
+   ``runner_backend_utils/weak_ref_tensor.py``). It IS on that path, so the
+   stand-in module's function (``ABSENT_FUNCTIONS``) returns what sgl-kernel's
+   does, a tensor over the same memory (data pointer with its offset, sizes,
+   strides, dtype, device: ``torch::from_blob`` in sgl-kernel's
+   ``weak_ref_tensor``), as ``tensor.detach()``, which also holds the storage
+   where sgl-kernel's does not: only when that memory may be freed differs,
+   and the graph's pool keeps the captured tensors' memory either way.
+
 The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
 nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
 allocator and ``req_to_token`` pool on the harness's device, and the model
@@ -268,10 +281,19 @@ def _is_arch_support_pdl() -> bool:
     return major >= 9
 
 
-# Replacement 23: the functions of absent CUDA-only modules that a path the
-# harness runs calls, each as the real module defines it (module -> name ->
-# function); every other name of those modules refuses calls.
-ABSENT_FUNCTIONS = {"sgl_kernel.utils": {"is_arch_support_pdl": _is_arch_support_pdl}}
+def _weak_ref_tensor(tensor):
+    """Replacement 25: ``sgl_kernel.weak_ref_tensor``'s tensor over the same
+    memory, owning it (see the module docstring)."""
+    return tensor.detach()
+
+
+# Replacements 23 and 25: the functions of absent CUDA-only modules that a
+# path the harness runs calls, each as the real module defines it (module ->
+# name -> function); every other name of those modules refuses calls.
+ABSENT_FUNCTIONS = {
+    "sgl_kernel": {"weak_ref_tensor": _weak_ref_tensor},
+    "sgl_kernel.utils": {"is_arch_support_pdl": _is_arch_support_pdl},
+}
 # Replacement 22: the server's packages the speculative workers' modules
 # import through the scheduler's module.
 SERVER_MODULES = ("setproctitle", "uvicorn", "fastapi")

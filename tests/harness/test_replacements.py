@@ -241,3 +241,60 @@ def test_inert_server_modules_import():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+WEAK_REF_CHILD = """
+import torch
+from mla_harness import replacements
+replacements.prepare_environment(use_cuda=False)
+from sgl_kernel import weak_ref_tensor
+base = torch.arange(60.0).view(6, 10)
+view = base[1:, 2:7:2]  # an offset and strides
+ref = weak_ref_tensor(view)
+same = (
+    ref.data_ptr() == view.data_ptr(),
+    ref.shape == view.shape,
+    ref.stride() == view.stride(),
+    ref.dtype == view.dtype,
+)
+base.add_(1)  # the same memory: a write through the original shows
+print(all(same) and torch.equal(ref, view))
+"""
+
+
+def test_absent_sgl_kernel_weak_ref_tensor_views_the_same_memory():
+    """Replacement 25: the breakable backend's capture calls
+    ``sgl_kernel.weak_ref_tensor`` on CUDA; the stand-in returns a tensor over
+    the same memory (data pointer with its offset, sizes, strides, dtype), as
+    sgl-kernel's ``from_blob`` view does."""
+    if importlib.util.find_spec("sgl_kernel") is not None:
+        pytest.skip("sgl_kernel is installed")
+    proc = subprocess.run(
+        [sys.executable, "-c", WEAK_REF_CHILD],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+
+
+@pytest.mark.base("v0.5.23")
+def test_the_breakable_backend_imports_only_what_the_stand_in_defines(trees_of):
+    """Replacement 25's table covers what v0.5.23's weak_ref_tensor module
+    imports from ``sgl_kernel`` on CUDA, on both trees."""
+    import ast
+
+    from mla_harness.replacements import ABSENT_FUNCTIONS
+
+    for tree in trees_of("v0.5.23").values():
+        source = tree / "sglang" / "srt" / "model_executor" / "runner_backend_utils"
+        source = source / "weak_ref_tensor.py"
+        imported = {
+            alias.name
+            for node in ast.walk(ast.parse(source.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module == "sgl_kernel"
+            for alias in node.names
+        }
+        assert imported == {"weak_ref_tensor"}, (source, imported)
+        assert imported <= set(ABSENT_FUNCTIONS["sgl_kernel"])

@@ -96,17 +96,15 @@ CASES = {
     # eager re-run, EAGER_RERUN, before FP8 matters).
     ("fp8", "replay"): ("cuda",),
     ("fp8", "frozen"): ("cpu",),
-    # The debug breakable backend, v0.5.23's own: the EAGLE draft runner. CPU
-    # only: on the H200 (2026-12-03) both trees stopped in the backend's own
-    # segment bookkeeping (breakable_cuda_graph.py:447, `assert graph is not
-    # None`) under this harness's one-process capture; not investigated.
-    ("breakable_debug", "replay"): ("cpu",),
+    # The debug breakable backend, v0.5.23's own: the EAGLE draft runner (on
+    # CUDA with replacement 25, sgl_kernel's weak_ref_tensor).
+    ("breakable_debug", "replay"): ("cpu", "cuda"),
 }
 # (variant, mode) -> devices: runs in which every tree must fail.
 FAILS = {
     # The same backend with the target's runner, whose model returns
     # LogitsProcessorOutput: the capture's TypeError on both trees.
-    ("breakable_debug_target", "replay"): ("cpu",),  # CPU only, as above
+    ("breakable_debug_target", "replay"): ("cpu", "cuda"),
 }
 STEP_LAYERS = {"EAGLEDraftCudaGraphRunner": (1, 4)}  # --variant steps: 2 and 5 steps
 SETUPS = {
