@@ -3,17 +3,22 @@
 The suite starts the CPU children of ``forkserver.SERVED`` on the selected
 bases' trees as forks of a server that has imported the tree (conftest's
 ``jobs``). A fork must return what ``python -m`` returns: the module's
-output, the tree's ``sglang``, and on failure its exit status and error; a run
-past its timeout is killed and the server serves the next one.
+output, the tree's ``sglang``, what a probe records (every phase of a named
+case, the eager forward too where the suite's plan runs it: each launch
+count, kernel view and query, the pointers up to their names), and on failure
+its exit status and error; a run past its timeout is killed and the server
+serves the next one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
+import numpy as np
 import pytest
 
-from mla_harness import child, probe
+from mla_harness import child, probe, scenarios
 from sglpatch.errors import UserError
 
 EMPTY = {"scenarios": []}
@@ -44,6 +49,44 @@ def test_fork_returns_what_python_m_returns(tree, monkeypatch):
         fresh.scenarios,
     )
     assert forked.sglang_file.startswith(str(tree))
+
+
+POINTERS = ("ptrs", "capture_ptrs")  # data_ptr values: each process has its own
+
+
+def _plain(value, names: dict):
+    """``value`` as plain data, the pointers under ``POINTERS`` renamed in order
+    of first appearance (which fields share an address is kept)."""
+    if dataclasses.is_dataclass(value):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {
+            k: _named(v, names) if k in POINTERS else _plain(v, names) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, names) for v in value]
+    if isinstance(value, np.ndarray):
+        return (str(value.dtype), value.shape, value.tolist())
+    return value
+
+
+def _named(value, names: dict):
+    if isinstance(value, dict):
+        return {k: _named(v, names) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_named(v, names) for v in value]
+    return names.setdefault(value, len(names)) if isinstance(value, int) else value
+
+
+def test_fork_probes_what_python_m_probes(tree, base, monkeypatch):
+    from suite import differential_plan
+
+    plan = differential_plan(base, 1, 2026)  # the suite's plan: its eager forward too
+    plan["scenarios"] = [scenarios.TEST_CASES[0]]
+    forked = probe.run_probe(tree, plan)
+    fresh = _fresh(monkeypatch, lambda: probe.run_probe(tree, plan))
+    assert forked.scenarios[0].phases.keys() == set(probe.phase_names(base))
+    assert _plain(forked, {}) == _plain(fresh, {})
 
 
 def test_fork_fails_as_python_m_fails(tree, monkeypatch, tmp_path):
