@@ -13,8 +13,10 @@ the others are deselected, not skipped. Tests of no base (tests/tooling)
 always run.
 
 The base tree and the patched tree are imported in separate processes
-(``mla_harness.probe``), concurrently, with the same scenarios (generated and
-named); ``results`` probes both once per base and session.
+(``mla_harness.probe``), with the same scenarios (generated and named);
+``results`` probes both once per base and session. That and every other
+fixture's child processes are jobs (``jobs.py``), queued before the first
+test and run on both cores beside the tests that read none (``run_order``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ REPORT: list[str] = []
 for _key in [key for key in os.environ if key.startswith("SGLPATCH_MK_")]:
     del os.environ[_key]
 os.environ.pop("PYTEST_ADDOPTS", None)
+# One OpenMP thread per process (torch's CPU ops; unless the caller set it): the
+# suite runs a process per core itself (jobs.SLOTS), and the idle OpenMP threads
+# of processes sharing the cores spin on them. Set before anything loads torch,
+# so this process, the forkservers and every child start with it. One
+# runner_check run (--variant default, patched v0.5.23 tree, 2026-12-03, the
+# 2-core host loaded): 38.4 CPU s with the default, 26.4 with one thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_addoption(parser):
@@ -147,34 +156,16 @@ def pytest_collection_modifyitems(config, items):
         group = xdist_group(item)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
-    # pytest-xdist (--no-loadscope-reorder) hands groups out in collection order,
-    # two to each worker to start with: the longest first.
-    items.sort(key=lambda item: LONGEST_FIRST.get(_group_of(item), len(LONGEST_FIRST)))
+    items.sort(key=run_order)
 
 
-# The groups that take longest (setup seconds in a whole run on a 2-core CPU,
-# 2026-12-02, --durations), in the order two xdist workers start them:
-# the first and second at once, then the third and fourth.
-LONGEST_FIRST = {
-    group: rank
-    for rank, group in enumerate(
-        (
-            "probes-v0.5.12",  # 801 s
-            "module-tests/v0_5_12/test_series_prefixes.py",  # 725 s
-            "module-tests/v0_5_23/test_real_runner23.py",  # 336 s
-            "probes-v0.5.23",  # 280 s
-            "module-tests/v0_5_23/test_ragged_verify23.py",  # 245 s
-            "module-tests/v0_5_12/test_fix_patches.py",  # 161 s
-        )
-    )
-}
-
-
-def _group_of(item) -> str | None:
-    marker = item.get_closest_marker("xdist_group")
-    if marker is None:
-        return None
-    return marker.args[0] if marker.args else marker.kwargs.get("name")
+def run_order(item) -> int:
+    """The tests that read no job first, ``tests/tooling``'s last of them (its
+    fixtures change ``os.environ`` for the rest of the session), so that they
+    run while the jobs do; then the tests that wait for jobs (``jobs``)."""
+    if groups_of(item):
+        return 2
+    return int(Path(item.path).resolve().is_relative_to(ROOT / "tests" / "tooling"))
 
 
 # The fixtures that probe both trees of a base, once a session and process.
@@ -246,9 +237,9 @@ def plan(probes, base) -> dict:
 
 
 @pytest.fixture
-def results(probes, base) -> dict[str, ProbeResult]:
+def results(request, probes, base) -> dict[str, ProbeResult]:
     """Probe output per tree of ``base``: {"base": ..., "patched": ...}."""
-    return probes.results(base)
+    return probes.results(base, request)
 
 
 @pytest.fixture
@@ -258,23 +249,24 @@ def double_plan(probes) -> dict:
 
 
 @pytest.fixture
-def double(probes, base) -> dict[str, ProbeResult]:
+def double(request, probes, base) -> dict[str, ProbeResult]:
     """Probe output per tree of ``base`` with every batch size captured twice
     on one backend (the decode runner's LoRA and no-LoRA graphs)."""
-    return probes.double(base)
+    return probes.double(base, request)
 
 
 @pytest.fixture(scope="session")
-def probes(request, trees_of, device) -> Probes:
-    return Probes(request.config, trees_of, device)
+def probes(request, trees_of, device, jobs) -> Probes:
+    return Probes(request.config, trees_of, device, jobs)
 
 
 class Probes:
     """Per base, once a session: its trees, its plan (``suite.differential_plan``),
-    both trees probed with it, and with the double-capture plan."""
+    both trees probed with it, and with the double-capture plan (jobs
+    ``results-BASE``, ``double-BASE``)."""
 
-    def __init__(self, config, trees_of, device: str):
-        self.config, self.trees_of, self.device = config, trees_of, device
+    def __init__(self, config, trees_of, device: str, jobs):
+        self.config, self.trees_of, self.device, self.jobs = config, trees_of, device, jobs
         self.cache: dict[tuple[str, str], object] = {}
 
     def _once(self, key: tuple[str, str], make):
@@ -297,14 +289,15 @@ class Probes:
 
         return self._once(("plan", "double"), double_capture_plan)
 
-    def results(self, base: str) -> dict[str, ProbeResult]:
-        return self._once(("results", base), lambda: self._results(base))
+    def results(self, base: str, request) -> dict[str, ProbeResult]:
+        """``request``: the fixture's (``jobs.Jobs.results``)."""
+        return self._once(("results", base), lambda: self._results(base, request))
 
-    def _results(self, base: str) -> dict[str, ProbeResult]:
+    def _results(self, base: str, request) -> dict[str, ProbeResult]:
         from mla_harness import scenarios
 
         plan = self.plan(base)
-        out = self.probe_both(base, plan)
+        out = self.checked(base, self.jobs.results(f"results-{base}", request))
         named = len(scenarios.TEST_CASES)
         REPORT.append(
             f"{base}: {len(plan['scenarios']) - named} generated + {named} named scenarios"
@@ -312,18 +305,97 @@ class Probes:
         )
         return out
 
-    def double(self, base: str) -> dict[str, ProbeResult]:
-        return self._once(("double", base), lambda: self.probe_both(base, self.double_plan()))
+    def double(self, base: str, request) -> dict[str, ProbeResult]:
+        return self._once(
+            ("double", base),
+            lambda: self.checked(base, self.jobs.results(f"double-{base}", request)),
+        )
 
-    def probe_both(self, base: str, plan: dict) -> dict[str, ProbeResult]:
-        """``plan`` on both trees of ``base``, concurrently; checks each child
-        drove ``base``'s API generation."""
+    def probe_jobs(self, base: str, plan: dict, cost: float) -> dict:
+        """A job per tree of ``base``: ``plan`` probed on it, concurrently
+        (``probe.run_on_tree``: each tree imported in a process of its own)."""
+        from jobs import Job
+
         from mla_harness import probe
 
-        out = probe.run_on_trees(self.trees(base), plan, self.device)
+        trees = self.trees(base)
+        return {
+            name: Job(probe.run_on_tree, (path, plan, self.device), cost)
+            for name, path in trees.items()
+        }
+
+    @staticmethod
+    def checked(base: str, out: dict[str, ProbeResult]) -> dict[str, ProbeResult]:
+        """Each tree's result, checked to have driven ``base``'s API generation."""
         for name in TREES:
             assert out[name].base == base, f"{name}: probe drove the {out[name].base} API"
         return out
+
+
+# CPU seconds of one tree's probe (2-core CPU, 2026-12-03): the differential
+# plan of each base (a base not listed: the dearest), the double-capture plan.
+PROBE_COST = {"v0.5.12": 90, "v0.5.23": 60}
+DOUBLE_COST = 10
+
+
+def _probe_groups() -> None:
+    """Jobs ``results-BASE`` and ``double-BASE`` of every base."""
+    from jobs import group
+
+    for base in _bases().names:
+        cost = PROBE_COST.get(base, max(PROBE_COST.values()))
+
+        def results(request, base=base, cost=cost):
+            probes = request.getfixturevalue("probes")
+            return probes.probe_jobs(base, probes.plan(base), cost)
+
+        def double(request, base=base):
+            probes = request.getfixturevalue("probes")
+            return probes.probe_jobs(base, probes.double_plan(), DOUBLE_COST)
+
+        group(f"results-{base}")(results)
+        group(f"double-{base}")(double)
+
+
+_probe_groups()
+
+
+def groups_of(item) -> list[str]:
+    """The job groups (``jobs.GROUPS``) a test reads: those of its fixtures;
+    ``results`` and ``double`` stand for their base's."""
+    from jobs import GROUPS
+
+    names = []
+    for name in item.fixturenames:
+        if name in PROBED:
+            name = f"{name}-{base_of(item) or _bases().default}"
+        if name in GROUPS:
+            names.append(name)
+    return names
+
+
+@pytest.fixture(scope="session")
+def jobs(request, tmp_path_factory):
+    """The session's ``jobs.Jobs``. The children of ``forkserver.SERVED`` on the
+    trees of the bases selected fork from a server per tree."""
+    from jobs import Jobs
+
+    from mla_harness import child
+    from sglpatch.trees import tree_paths
+
+    build = Path(request.config.getoption("--build"))
+    trees = [tree for base in selected_bases(request.config) for tree in tree_paths(build, base)]
+    child.use_forkservers(trees, tmp_path_factory.mktemp("forkservers"))
+    yield Jobs()
+    child.use_forkservers()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_jobs(request, jobs):
+    """Before the first test: every job group a selected test reads."""
+    if not hasattr(request.config, "workerinput"):  # an xdist worker runs a share only
+        names = dict.fromkeys(n for item in request.session.items for n in groups_of(item))
+        jobs.start(names, request)
 
 
 # How long the whole suite (tests/, tooling included: about 5 min) takes on a

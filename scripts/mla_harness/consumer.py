@@ -34,10 +34,16 @@ def paged_mla_decode(q, kv_cache, block_table, kv_lens, page_size, v_dim=512):
     q: (bs, q_len, heads, 576); kv_cache: (pages, page_size, 576).
     The request's last ``q_len`` positions attend causally, as in verify.
     An FP8 query or cache (``float8_e4m3fn``) is read at scale 1, in float64.
+    On CUDA it reads every page of the table (static shapes: a CUDA graph or
+    torch.compile captures it); elsewhere only the pages up to the longest
+    request's last: the real kernel reads no later one, and every later key
+    would be masked for every request (its cost on a CPU is per page read).
     """
     import torch
 
     bs, q_len = q.shape[:2]
+    if not q.is_cuda and kv_lens.numel():
+        block_table = block_table[:, : max(1, -(-int(kv_lens.max()) // page_size))]
     width = block_table.shape[1]
     table = block_table.clamp(min=0).long()
     if kv_cache.dtype == torch.float8_e4m3fn:  # gathered as bytes: any device indexes those

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import pickle
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -45,17 +44,13 @@ def phase_names(base: str = "v0.5.12") -> tuple[str, ...]:
 PHASES = phase_names()  # v0.5.12's: every row of the table
 
 
-def run_on_trees(trees: dict[str, Path], plan: dict, device: str) -> dict[str, ProbeResult]:
-    """``run_probe`` on every tree of ``{name: tree}``, concurrently (a process
-    each); refuses a result whose child imported another tree's ``sglang``."""
-    with ThreadPoolExecutor(max_workers=len(trees)) as pool:
-        futures = {name: pool.submit(run_probe, path, plan, device) for name, path in trees.items()}
-        out = {name: future.result() for name, future in futures.items()}
-    for name, result in out.items():
-        if not Path(result.sglang_file).is_relative_to(trees[name]):
-            imported, tree = result.sglang_file, trees[name]
-            raise RuntimeError(f"{name}: the probe imported {imported}, not {tree}")
-    return out
+def run_on_tree(tree: Path, plan: dict, device: str) -> ProbeResult:
+    """``run_probe`` on ``tree``; refuses a result whose child imported another
+    tree's ``sglang``."""
+    result = run_probe(tree, plan, device)
+    if not Path(result.sglang_file).is_relative_to(tree):
+        raise RuntimeError(f"the probe imported {result.sglang_file}, not {tree}")
+    return result
 
 
 def run_probe(tree: Path, plan: dict, device: str = "cpu", timeout: int = 3000) -> ProbeResult:

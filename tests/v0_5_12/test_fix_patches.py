@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from jobs import Job, group
 
 from mla_harness import child
 from mla_harness.mode_checks import CAPTURE_MODES, CASES, COMPILE_MODES
@@ -22,15 +23,26 @@ from mla_harness.replacements import cuda_visible
 BASE_BUG = pytest.mark.xfail(strict=True, reason="v0.5.12 has the bug this fix patch removes")
 
 
-@pytest.fixture(scope="module")
-def fix_results(trees_of, device, request):
+FIX_COST = 50  # CPU seconds of one tree's mode_checks (2-core CPU, 2026-12-03)
+
+
+def _mode_checks(tree, device: str, args: list) -> dict:
+    stdout = child.run("mla_harness.mode_checks", tree, device, *args)
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+@group("fix_results")
+def fix_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
     replays = 40 if device == "cuda" else 6
-    out = {}
-    for name, tree in trees_of("v0.5.12").items():
-        args = ["--replays", str(replays), *(["--compile"] if device == "cuda" else [])]
-        stdout = child.run("mla_harness.mode_checks", tree, device, *args)
-        out[name] = json.loads(stdout.strip().splitlines()[-1])
-    return out
+    args = ["--replays", str(replays), *(["--compile"] if device == "cuda" else [])]
+    trees = request.getfixturevalue("trees_of")("v0.5.12")
+    return {name: Job(_mode_checks, (tree, device, args), FIX_COST) for name, tree in trees.items()}
+
+
+@pytest.fixture(scope="module")
+def fix_results(jobs, request):
+    return jobs.results("fix_results", request)
 
 
 def _misread_query_on_base(case, graph_state: bool) -> bool:

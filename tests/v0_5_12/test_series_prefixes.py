@@ -12,10 +12,10 @@ in full elsewhere.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from jobs import Job, group
 from oracle import check_eager_oracle, check_graph_contract
 from suite import eager_phases, graph_phases
 
@@ -26,41 +26,56 @@ GRAPH_PHASES = graph_phases(BASE)
 EAGER_PHASES = eager_phases(BASE)
 
 PREFIX_SCENARIOS = 6
+PREFIX_COST = 27  # CPU seconds of one prefix's probe (2-core CPU, 2026-12-03)
 # The patch from which the eager draft-extend table is sized by the padded lengths.
 TABLE_FIX_SUBJECT = "size the eager draft-extend block table"
 
 
-@pytest.fixture(scope="module")
-def prefixes(request, trees_of, device, tmp_path_factory):
-    """[(table fixed, label, probe result)] for base + the first k patches, k < n."""
+@group("prefixes")
+def prefix_jobs(request) -> dict:
+    """A job per prefix, (number, label, table fixed) -> its probe result:
+    base + the first k patches, k < n."""
     from dataclasses import replace
 
     from mla_bench import ladder
     from sglpatch.errors import UserError
     from sglpatch.layout import Layout
 
-    layout = Layout.create(Path(request.config.getoption("--build")), base=BASE)
+    config, device = request.config, request.getfixturevalue("device")
+    layout = Layout.create(Path(config.getoption("--build")), base=BASE)
     if (layout.sglang / ".git").exists():
         # Written from the series' commits into a folder of this run's own, not
         # <build>/<base>/ladder, which another run or test may be writing.
-        own = tmp_path_factory.mktemp("ladder-build")
+        own = request.getfixturevalue("tmp_path_factory").mktemp("ladder-build")
         (own / "sglang").symlink_to(layout.sglang)
         layout = replace(layout, build=own)
     try:
         ladder.ensure(layout)
     except UserError as exc:  # a bundle's trees (a GPU host) without a ladder copied
         pytest.skip(str(exc))
-    steps = ladder.trees(layout, trees_of(BASE)["base"])[:-1]
-    seed = request.config.getoption("--scenario-seed")
-    plan = scenarios.plan(PREFIX_SCENARIOS, seed=seed, cases=scenarios.TEST_CASES)
+    steps = ladder.trees(layout, request.getfixturevalue("trees_of")(BASE)["base"])[:-1]
+    plan = prefix_plan(config)
     fixed = [TABLE_FIX_SUBJECT in label for label, _ in steps]
-    with ThreadPoolExecutor(max_workers=2) as pool:  # one tree per process, as conftest
-        runs = [pool.submit(probe.run_probe, path, plan, device) for _, path in steps]
-        out = [
-            (any(fixed[: number + 1]), label, run.result())
-            for number, ((label, _), run) in enumerate(zip(steps, runs, strict=True))
-        ]
-    return plan, out
+    return {
+        (number, label, any(fixed[: number + 1])): Job(
+            probe.run_probe, (path, plan, device), PREFIX_COST
+        )
+        for number, (label, path) in enumerate(steps)
+    }
+
+
+def prefix_plan(config) -> dict:
+    seed = config.getoption("--scenario-seed")
+    return scenarios.plan(PREFIX_SCENARIOS, seed=seed, cases=scenarios.TEST_CASES)
+
+
+@pytest.fixture(scope="module")
+def prefixes(jobs, request):
+    """The plan, and [(table fixed, label, probe result)] per prefix in order."""
+    results = jobs.results("prefixes", request)
+    return prefix_plan(request.config), [
+        (fixed, label, result) for (_, label, fixed), result in sorted(results.items())
+    ]
 
 
 @pytest.mark.parametrize("phase", GRAPH_PHASES)

@@ -16,10 +16,10 @@ hand the kernel the same tensors.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from jobs import Job, group
 from oracle import assert_same_kernel_calls
 
 from mla_harness import child
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.base("v0.5.23")
 SIZES = (2, 4)
 PHASES = ("draft", "decode", "verify", "extend_v2")
 MAX_BS = 4  # dcp_check.SETUP
+DCP_COST = 4  # CPU seconds of one run, per rank (2-core CPU, 2026-12-03)
 
 
 def _run(tree: Path, device: str, size: int, replays: int):
@@ -36,14 +37,25 @@ def _run(tree: Path, device: str, size: int, replays: int):
     return child.run_report("mla_harness.dcp_check", tree, device, *args, timeout=1800)
 
 
+def _replays(request, device: str) -> int:
+    return min(request.config.getoption("--graph-replays"), 40) if device == "cuda" else 4
+
+
+@group("dcp23")
+def dcp_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    replays = _replays(request, device)
+    return {
+        (name, size): Job(_run, (trees23[name], device, size, replays), DCP_COST * size)
+        for size in SIZES
+        for name in trees23
+    }
+
+
 @pytest.fixture(scope="module")
-def dcp23(trees_of, device, request):
-    trees23 = trees_of("v0.5.23")
-    replays = min(request.config.getoption("--graph-replays"), 40) if device == "cuda" else 4
-    jobs = [(name, size) for size in SIZES for name in trees23]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {job: pool.submit(_run, trees23[job[0]], device, job[1], replays) for job in jobs}
-        return replays, {job: future.result() for job, future in futures.items()}
+def dcp23(jobs, device, request):
+    return _replays(request, device), jobs.results("dcp23", request)
 
 
 @pytest.mark.parametrize("size", SIZES)

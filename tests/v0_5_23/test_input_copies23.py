@@ -22,11 +22,12 @@ runners themselves, on both trees, with every output compared:
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import os
 
 import pytest
+from jobs import Job, group
 
-from .test_registered23 import TREES, _run_child
+from .test_registered23 import REGISTERED_COST, TREES, _run_child
 
 pytestmark = pytest.mark.base("v0.5.23")
 
@@ -58,19 +59,26 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def copies23(trees_of, device, tmp_path_factory) -> dict:
-    trees23 = trees_of("v0.5.23")
+@group("copies23")
+def copies_jobs(request) -> dict:
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    device = request.getfixturevalue("device")
     upstream_file = trees23["patched"].parent / UPSTREAM_PATH
     if not upstream_file.is_file():
         pytest.fail(f"upstream test file missing: {upstream_file} (make apply BASE=v0.5.23)")
-    tmp = tmp_path_factory.mktemp("copies23")
-    with ThreadPoolExecutor(len(TREES)) as pool:
-        futures = {
-            name: pool.submit(_run_child, trees23[name], upstream_file, device, tmp / name)
-            for name in TREES
-        }
-        return {name: f.result() for name, f in futures.items()}
+    tmp = request.getfixturevalue("tmp_path_factory").mktemp("copies23")
+    environ = dict(os.environ)
+    return {
+        name: Job(
+            _run_child, (trees23[name], upstream_file, device, tmp / name, environ), REGISTERED_COST
+        )
+        for name in TREES
+    }
+
+
+@pytest.fixture(scope="module")
+def copies23(jobs, request) -> dict:
+    return jobs.results("copies23", request)
 
 
 def _check(run: dict, device: str, case: str) -> None:

@@ -44,12 +44,13 @@ their own kernels.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from jobs import Job, group
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "scripts" / "kit_probe" / "run_kit_cases.py"
@@ -78,39 +79,61 @@ CASES = [
 SHIPPED_FAILS = ["verify:65:2", "verify:100:2", "verify:100,100:2", "verify:130:2"]
 
 
-def _rows(cmd: list[str], count: int, what: str) -> list[dict]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+KIT_COST = 35  # CPU seconds of one tree's run of CASES (2-core CPU, 2026-12-03)
+
+
+def _rows(cmd: list[str], count: int, what: str, environ: dict) -> list[dict]:
+    proc = subprocess.run(cmd, env=environ, capture_output=True, text=True, timeout=1200)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == count, f"{what}: {proc.returncode}\n{proc.stderr[-3000:]}"
     return rows
 
 
-def run_cases(tree: Path, cases, *extra: str) -> list[dict]:
+def run_cases(tree: Path, cases, environ: dict, *extra: str) -> list[dict]:
     cmd = [sys.executable, str(RUN), "--tree", str(tree), *extra]
     for case in cases:
         cmd += ["--case", case]
-    return _rows(cmd, len(cases), str(tree))
+    return _rows(cmd, len(cases), str(tree), environ)
 
 
-def _both(trees, device, cases, extra_of):
-    """run_cases on both trees at once; ``extra_of(tree name)``: its extra arguments."""
-    with ThreadPoolExecutor(2) as pool:
-        futures = {
-            n: pool.submit(run_cases, t, cases, "--device", device, *extra_of(n))
-            for n, t in trees.items()
-        }
-        return {n: f.result() for n, f in futures.items()}
+NAMES = {"registered-names": [], "name43": ["--name", NAME43]}
 
 
-@pytest.mark.parametrize("name", [None, NAME43], ids=["registered-names", "name43"])
-def test_kit_cases(trees, device, name):
-    names = ["--name", name] if name else []
+@group("kit23")
+def kit_jobs(request) -> dict:
+    """Every run of the kit's cases and of the kit patch's upstream cases, on
+    each tree (the environment: before any test changed ``os.environ``)."""
+    trees = request.getfixturevalue("trees_of")("v0.5.23")
+    device = request.getfixturevalue("device")
+    environ = dict(os.environ)
+    jobs = {}
+    for ident, names in NAMES.items():
+        for tree, path in trees.items():
+            # The patched tree carries the kit fix; the base tree's kit needs kit_fix.
+            extra = [*names, *(["--fixed-kit"] if tree == "base" else [])]
+            args = (path, CASES, environ, "--device", device, *extra)
+            jobs["cases", ident, tree] = Job(run_cases, args, KIT_COST)
+    args = (trees["base"], SHIPPED_FAILS, environ, "--device", device, "--name", NAME43)
+    jobs["shipped"] = Job(run_cases, args, KIT_COST / 2)
+    # The patched tree's copy (its python/ root's parent is the repository's root).
+    upstream_file = trees["patched"].parent / UPSTREAM_PATH
+    if upstream_file.is_file():  # else the test fails, naming it
+        cmd = [sys.executable, str(RUN_REGISTERED), "--test-file", str(upstream_file)]
+        cmd += ["--device", device]
+        for tree, path in trees.items():
+            args = ([*cmd, "--tree", str(path)], 3, tree, environ)
+            jobs["registered", tree] = Job(_rows, args, KIT_COST / 2)
+    return jobs
 
-    def extra_of(tree: str) -> list[str]:
-        # The patched tree carries the kit fix; the base tree's kit needs kit_fix.
-        return names + (["--fixed-kit"] if tree == "base" else [])
 
-    out = _both(trees, device, CASES, extra_of)
+@pytest.fixture(scope="module")
+def kit23(jobs, request) -> dict:
+    return jobs.results("kit23", request)
+
+
+@pytest.mark.parametrize("ident", list(NAMES))
+def test_kit_cases(kit23, ident):
+    out = {tree: kit23["cases", ident, tree] for tree in ("base", "patched")}
     failed = {
         tree: [
             (r["kind"], r["prefix_lens"], r["draft_tokens"], r.get("error"))
@@ -122,25 +145,21 @@ def test_kit_cases(trees, device, name):
     assert failed == {tree: [] for tree in out}
 
 
-def test_kit_as_shipped_misplaces_prefix_kv(trees, device):
+def test_kit_as_shipped_misplaces_prefix_kv(kit23):
     """The base tree's kit as shipped fails these cases in its eager leg.
     Should it pass them, they no longer show what the kit patch fixes."""
-    rows = run_cases(trees["base"], SHIPPED_FAILS, "--device", device, "--name", NAME43)
+    rows = kit23["shipped"]
     assert [r["ok"] for r in rows] == [False] * len(SHIPPED_FAILS), rows
     for r in rows:  # the eager leg's assertion, the first of the case
         assert r["calls"] == 1 and "not close" in r["error"], r
 
 
-def test_registered_prefix_past_page(trees, device):
+def test_registered_prefix_past_page(kit23, trees):
     # The patched tree's copy (its python/ root's parent is the repository's root).
     upstream_file = trees["patched"].parent / UPSTREAM_PATH
     if not upstream_file.is_file():
         pytest.fail(f"upstream test file missing: {upstream_file} (make apply BASE=v0.5.23)")
-    cmd = [sys.executable, str(RUN_REGISTERED), "--test-file", str(upstream_file)]
-    cmd += ["--device", device]
-    with ThreadPoolExecutor(2) as pool:
-        futures = {n: pool.submit(_rows, [*cmd, "--tree", str(t)], 3, n) for n, t in trees.items()}
-        out = {n: f.result() for n, f in futures.items()}
+    out = {tree: kit23["registered", tree] for tree in ("base", "patched")}
     for name, rows in out.items():  # each case's layout lets the bug show
         assert all(r["premise"] for r in rows), (name, rows)
     assert [(r["backend"], r["ok"]) for r in out["patched"]] == [

@@ -27,11 +27,11 @@ equal.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from jobs import Job, group
 
 from mla_harness import child
 
@@ -43,6 +43,9 @@ EAGER_PATHS = 2  # without and with CUDA-graph state
 # replays, as the Triton interpreter's pad and unpad dominate the cost.
 FP8_CPU = ("--setup", "1")
 FP8_CPU_REPLAYS = 4
+# CPU seconds of one tree's run (2-core CPU, 2026-12-03)
+RAGGED_COST = 75
+RAGGED_FP8_COST = 24
 
 
 def _run(tree: Path, device: str, replays: int, *flags: str) -> tuple[list, list]:
@@ -50,28 +53,46 @@ def _run(tree: Path, device: str, replays: int, *flags: str) -> tuple[list, list
     return child.run_report("mla_harness.ragged_verify_check", tree, device, *args, timeout=1800)
 
 
-@pytest.fixture(scope="module")
-def ragged23(trees_of, device, request):
-    trees23 = trees_of("v0.5.23")
-    replays = request.config.getoption("--graph-replays") if device == "cuda" else 8
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_run, path, device, replays) for name, path in trees23.items()}
-        return replays, {name: future.result() for name, future in futures.items()}
+def _replays(request, device: str) -> int:
+    return request.config.getoption("--graph-replays") if device == "cuda" else 8
 
 
-@pytest.fixture(scope="module")
-def ragged23_fp8(trees_of, device, request):
-    """The same with an FP8 KV cache, on both trees."""
-    trees23 = trees_of("v0.5.23")
+def _fp8(request, device: str) -> tuple[int, tuple, int]:
+    """FP8's replays, flags and setups."""
     cpu = device == "cpu"
     replays = FP8_CPU_REPLAYS if cpu else request.config.getoption("--graph-replays")
-    flags = ("--kv-dtype", "float8_e4m3fn", *(FP8_CPU if cpu else ()))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {
-            name: pool.submit(_run, path, device, replays, *flags) for name, path in trees23.items()
-        }
-        results = {name: future.result() for name, future in futures.items()}
-    return replays, results, 1 if cpu else SETUPS
+    return replays, ("--kv-dtype", "float8_e4m3fn", *(FP8_CPU if cpu else ())), 1 if cpu else SETUPS
+
+
+@group("ragged23")
+def ragged_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
+    replays = _replays(request, device)
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    return {name: Job(_run, (path, device, replays), RAGGED_COST) for name, path in trees23.items()}
+
+
+@pytest.fixture(scope="module")
+def ragged23(jobs, device, request):
+    return _replays(request, device), jobs.results("ragged23", request)
+
+
+@group("ragged23_fp8")
+def ragged_fp8_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
+    replays, flags, _ = _fp8(request, device)
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    return {
+        name: Job(_run, (path, device, replays, *flags), RAGGED_FP8_COST)
+        for name, path in trees23.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def ragged23_fp8(jobs, device, request):
+    """The same with an FP8 KV cache, on both trees."""
+    replays, _, setups = _fp8(request, device)
+    return replays, jobs.results("ragged23_fp8", request), setups
 
 
 def _equals_reference(report, replays: int, setups: int) -> None:

@@ -58,9 +58,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from jobs import Job, group
 
 from mla_harness import child
 
@@ -74,6 +74,7 @@ RUNNERS = {  # runner -> attention layers per forward, per runner_check setup
 }
 VERIFY_PATHS = {"execute", "load_batch, execute"}  # planned ahead or not
 CPU_REPLAYS = 12
+RUNNER_COST = 15  # CPU seconds of one runner_check run (2-core CPU, 2026-12-03)
 EAGER_RERUN = "v0.5.23 re-run eagerly reads the metadata of the batch size captured last"
 KERNEL_GOT = "the attention kernel got"  # runner_check's wrong-size metadata error
 
@@ -129,20 +130,28 @@ def _run(tree, device: str, replays: int, flags: list):
     return child.run_json("mla_harness.runner_check", tree, device, *args, timeout=1800)
 
 
+def _replays(request, device: str) -> int:
+    return request.config.getoption("--graph-replays") if device == "cuda" else CPU_REPLAYS
+
+
+@group("runner23")
+def runner_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    replays = _replays(request, device)
+    return {
+        (variant, mode, name): Job(
+            _run, (path, device, replays, [*MODES[mode], "--variant", variant]), RUNNER_COST
+        )
+        for (variant, mode), devices in (CASES | FAILS).items()
+        if device in devices
+        for name, path in trees23.items()
+    }
+
+
 @pytest.fixture(scope="module")
-def runner23(trees_of, device, request):
-    trees23 = trees_of("v0.5.23")
-    replays = request.config.getoption("--graph-replays") if device == "cuda" else CPU_REPLAYS
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {
-            (variant, mode, name): pool.submit(
-                _run, path, device, replays, [*MODES[mode], "--variant", variant]
-            )
-            for (variant, mode), devices in (CASES | FAILS).items()
-            if device in devices
-            for name, path in trees23.items()
-        }
-        return replays, {key: future.result() for key, future in futures.items()}
+def runner23(jobs, device, request):
+    return _replays(request, device), jobs.results("runner23", request)
 
 
 def _layers(variant: str, runner: str, setup: int) -> int:

@@ -19,10 +19,10 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from jobs import Job, group
 
 TREES = ("base", "patched")
 
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = Path(__file__).resolve().parent  # registered_env23.py
 SCRIPTS = ROOT / "scripts"
 TIMEOUT_S = 900
+REGISTERED_COST = 25  # CPU seconds of one child run (2-core CPU, 2026-12-03)
 
 # key -> the upstream file, relative to the patched tree's repository root
 FILES = {
@@ -124,15 +125,16 @@ GROUPS = {
 _LINE = re.compile(r"^(SUB)?(PASSED|FAILED|ERROR)(\([^)]*\))? \S*::(\w+)::(\w+)")
 
 
-def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path) -> dict:
-    """The upstream file on ``tree``; returns {"rc", "log", "seconds", "outcomes":
-    {method: set of "PASSED" / "FAILED" / "ERROR"}}."""
+def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path, environ: dict) -> dict:
+    """The upstream file on ``tree`` (``environ``: the environment it starts
+    from, taken before any test changed ``os.environ``); returns {"rc", "log",
+    "seconds", "outcomes": {method: set of "PASSED" / "FAILED" / "ERROR"}}."""
     tmp.mkdir(parents=True, exist_ok=True)
     ini = tmp / "pytest.ini"
     ini.write_text("[pytest]\n")  # not this project's pytest config
     paths = [str(tree), str(SCRIPTS), str(PLUGIN_DIR)]
-    paths += filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), REGTEST_DEVICE=device)
+    paths += filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))
+    env = dict(environ, PYTHONPATH=os.pathsep.join(paths), REGTEST_DEVICE=device)
     cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "-p", "registered_env23"]
     cmd += ["-p", "no:cacheprovider", "-q", "-rA", str(upstream_file)]
     start = time.monotonic()
@@ -154,28 +156,36 @@ def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path) -> dict:
     }
 
 
-@pytest.fixture(scope="session")
-def registered23(trees_of, device, tmp_path_factory) -> dict:
-    """Every (tree, file) child run, concurrently: {tree: {file key: run}}."""
-    trees23 = trees_of("v0.5.23")
+@group("registered23")
+def registered_jobs(request) -> dict:
+    """Every (tree, file) child run: (tree, file key) -> its run."""
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    device = request.getfixturevalue("device")
     # The patched tree's copies (its python/ root's parent is the repository's root).
     files = {key: trees23["patched"].parent / path for key, path in FILES.items()}
     missing = [str(f) for f in files.values() if not f.is_file()]
     if missing:
         pytest.fail(f"upstream test file missing: {', '.join(missing)} (make apply BASE=v0.5.23)")
-    base = tmp_path_factory.mktemp("registered23")
-    jobs = [(tree, key) for tree in TREES for key in files]
-    with ThreadPoolExecutor(len(TREES)) as pool:
-        futures = {
-            (tree, key): pool.submit(
-                _run_child, trees23[tree], files[key], device, base / f"{tree}-{key}"
-            )
-            for tree, key in jobs
-        }
-        runs = {tree: {} for tree in TREES}
-        for (tree, key), future in futures.items():
-            runs[tree][key] = future.result()
-        return runs
+    base = request.getfixturevalue("tmp_path_factory").mktemp("registered23")
+    environ = dict(os.environ)
+    return {
+        (tree, key): Job(
+            _run_child,
+            (trees23[tree], files[key], device, base / f"{tree}-{key}", environ),
+            REGISTERED_COST,
+        )
+        for tree in TREES
+        for key in files
+    }
+
+
+@pytest.fixture(scope="session")
+def registered23(jobs, request) -> dict:
+    """{tree: {file key: run}}."""
+    runs = {tree: {} for tree in TREES}
+    for (tree, key), run in jobs.results("registered23", request).items():
+        runs[tree][key] = run
+    return runs
 
 
 def _group_passed(runs: dict, group: str) -> tuple[bool, str]:

@@ -40,9 +40,9 @@ the same for these runners) and the capture's storages; GPU: real CUDA graphs.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from jobs import Job, group
 
 from mla_harness import child
 
@@ -53,6 +53,7 @@ DRAFTS = {  # runner_check --variant -> the draft runner and its attention calls
     "frozen_kv": ("FrozenKVMTPCudaGraphRunner", 3),  # the seed and 2 steps
 }
 CPU_REPLAYS = 4
+SPEC_COST = 10  # CPU seconds of one runner_check run (2-core CPU, 2026-12-03)
 
 
 def _run(tree, device: str, replays: int, variant: str):
@@ -62,17 +63,25 @@ def _run(tree, device: str, replays: int, variant: str):
     return child.run_json("mla_harness.runner_check", tree, device, *flags, timeout=1800)
 
 
+def _replays(request, device: str) -> int:
+    return request.config.getoption("--graph-replays") if device == "cuda" else CPU_REPLAYS
+
+
+@group("spec23")
+def spec_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    replays = _replays(request, device)
+    return {
+        (variant, name): Job(_run, (path, device, replays, variant), SPEC_COST)
+        for variant in DRAFTS
+        for name, path in trees23.items()
+    }
+
+
 @pytest.fixture(scope="module")
-def spec23(trees_of, device, request):
-    trees23 = trees_of("v0.5.23")
-    replays = request.config.getoption("--graph-replays") if device == "cuda" else CPU_REPLAYS
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {
-            (variant, name): pool.submit(_run, path, device, replays, variant)
-            for variant in DRAFTS
-            for name, path in trees23.items()
-        }
-        return replays, {key: future.result() for key, future in futures.items()}
+def spec23(jobs, device, request):
+    return _replays(request, device), jobs.results("spec23", request)
 
 
 @pytest.mark.parametrize("variant", list(DRAFTS))

@@ -50,9 +50,9 @@ rule holds across the allocator's moves.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from jobs import Job, group
 from oracle import assert_same_kernel_calls
 
 from mla_harness import child
@@ -63,6 +63,7 @@ RUNNERS = ("DecodeCudaGraphRunner (target verify)", "DecodeCudaGraphRunner (deco
 TARGET_PHASES = ("decode", "verify")  # the phases of the target's backend
 MAX_BS = 4  # dcp_check.SETUP
 CPU_REPLAYS = 6
+UNIFIED_COST = 10  # CPU seconds of one run (2-core CPU, 2026-12-03)
 
 
 def _runners(tree, device: str, replays: int):
@@ -79,23 +80,33 @@ def _dcp(tree, device: str, replays: int):
     )
 
 
-@pytest.fixture(scope="module")
-def unified23(trees_of, device, request):
-    trees23 = trees_of("v0.5.23")
+def _replays(request, device: str) -> tuple[int, int]:
+    """Replays of the runners, of DCP."""
     cuda = device == "cuda"
     replays = request.config.getoption("--graph-replays") if cuda else CPU_REPLAYS
-    dcp_replays = min(replays, 40) if cuda else 3
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        runners = {
-            name: pool.submit(_runners, path, device, replays) for name, path in trees23.items()
-        }
-        dcp = {name: pool.submit(_dcp, path, device, dcp_replays) for name, path in trees23.items()}
-        return {
-            "replays": replays,
-            "dcp_replays": dcp_replays,
-            "runners": {name: f.result() for name, f in runners.items()},
-            "dcp": {name: f.result() for name, f in dcp.items()},
-        }
+    return replays, min(replays, 40) if cuda else 3
+
+
+@group("unified23")
+def unified_jobs(request) -> dict:
+    device = request.getfixturevalue("device")
+    trees23 = request.getfixturevalue("trees_of")("v0.5.23")
+    replays, dcp_replays = _replays(request, device)
+    jobs = {}
+    for name, path in trees23.items():
+        jobs["runners", name] = Job(_runners, (path, device, replays), UNIFIED_COST)
+        jobs["dcp", name] = Job(_dcp, (path, device, dcp_replays), UNIFIED_COST)
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def unified23(jobs, device, request):
+    replays, dcp_replays = _replays(request, device)
+    results = jobs.results("unified23", request)
+    out = {"replays": replays, "dcp_replays": dcp_replays, "runners": {}, "dcp": {}}
+    for (kind, name), result in results.items():
+        out[kind][name] = result
+    return out
 
 
 @pytest.mark.parametrize("tree", ["base", "patched"])
