@@ -84,20 +84,26 @@ def test_absent_sgl_kernel_answers_is_arch_support_pdl_as_sgl_kernel_does():
 def test_the_triton_backend_imports_only_what_the_stand_in_defines(trees_of):
     """Replacement 23's table covers what v0.5.23's ``triton_backend.py``
     imports from ``sgl_kernel.utils`` (on CUDA, at module load), on both trees."""
+    for tree in trees_of("v0.5.23").values():
+        source = tree / "sglang" / "srt" / "layers" / "attention" / "triton_backend.py"
+        _imports_only_what_the_stand_in_defines(source, "sgl_kernel.utils", {"is_arch_support_pdl"})
+
+
+def _imports_only_what_the_stand_in_defines(source: Path, module: str, names: set) -> None:
+    """``source`` imports exactly ``names`` from ``module``, each defined by
+    the absent module's stand-in (``ABSENT_FUNCTIONS``)."""
     import ast
 
     from mla_harness.replacements import ABSENT_FUNCTIONS
 
-    for tree in trees_of("v0.5.23").values():
-        source = tree / "sglang" / "srt" / "layers" / "attention" / "triton_backend.py"
-        imported = {
-            alias.name
-            for node in ast.walk(ast.parse(source.read_text()))
-            if isinstance(node, ast.ImportFrom) and node.module == "sgl_kernel.utils"
-            for alias in node.names
-        }
-        assert imported == {"is_arch_support_pdl"}, (source, imported)
-        assert imported <= set(ABSENT_FUNCTIONS["sgl_kernel.utils"])
+    imported = {
+        alias.name
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == module
+        for alias in node.names
+    }
+    assert imported == names, (source, imported)
+    assert imported <= set(ABSENT_FUNCTIONS[module])
 
 
 def test_inert_flashinfer_wrapper_refuses_use():
@@ -283,18 +289,7 @@ def test_absent_sgl_kernel_weak_ref_tensor_views_the_same_memory():
 def test_the_breakable_backend_imports_only_what_the_stand_in_defines(trees_of):
     """Replacement 25's table covers what v0.5.23's weak_ref_tensor module
     imports from ``sgl_kernel`` on CUDA, on both trees."""
-    import ast
-
-    from mla_harness.replacements import ABSENT_FUNCTIONS
-
     for tree in trees_of("v0.5.23").values():
         source = tree / "sglang" / "srt" / "model_executor" / "runner_backend_utils"
         source = source / "weak_ref_tensor.py"
-        imported = {
-            alias.name
-            for node in ast.walk(ast.parse(source.read_text()))
-            if isinstance(node, ast.ImportFrom) and node.module == "sgl_kernel"
-            for alias in node.names
-        }
-        assert imported == {"weak_ref_tensor"}, (source, imported)
-        assert imported <= set(ABSENT_FUNCTIONS["sgl_kernel"])
+        _imports_only_what_the_stand_in_defines(source, "sgl_kernel", {"weak_ref_tensor"})
