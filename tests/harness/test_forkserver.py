@@ -54,20 +54,28 @@ def test_fork_returns_what_python_m_returns(tree, monkeypatch):
 POINTERS = ("ptrs", "capture_ptrs")  # data_ptr values: each process has its own
 
 
-def _plain(value, names: dict):
+def _plain(value):
     """``value`` as plain data, the pointers under ``POINTERS`` renamed in order
-    of first appearance (which fields share an address is kept)."""
+    of first appearance within each snapshot of them (which live fields share
+    an address is kept; an address a dead tensor had may come back in one
+    process and not in another, so none is compared across snapshots)."""
     if dataclasses.is_dataclass(value):
         value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {
-            k: _named(v, names) if k in POINTERS else _plain(v, names) for k, v in value.items()
-        }
+        return {k: _snapshots(v) if k in POINTERS else _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v, names) for v in value]
+        return [_plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return (str(value.dtype), value.shape, value.tolist())
     return value
+
+
+def _snapshots(value):
+    """A call's ``ptrs`` (every step's backend) is one snapshot; each captured
+    size's ``capture_ptrs`` one."""
+    if isinstance(value, dict):
+        return {k: _named(v, {}) for k, v in value.items()}
+    return _named(value, {})
 
 
 def _named(value, names: dict):
@@ -86,7 +94,21 @@ def test_fork_probes_what_python_m_probes(tree, base, monkeypatch):
     forked = probe.run_probe(tree, plan)
     fresh = _fresh(monkeypatch, lambda: probe.run_probe(tree, plan))
     assert forked.scenarios[0].phases.keys() == set(probe.phase_names(base))
-    assert _plain(forked, {}) == _plain(fresh, {})
+    a, b = _plain(forked), _plain(fresh)
+    assert a == b, _first_difference(a, b)
+
+
+def _first_difference(a, b, path="") -> str:
+    """Where two plain values first differ, for the assertion's message."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        for k in a:
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{path}/{k}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+    return f"{path}: {str(a)[:300]} != {str(b)[:300]}"
 
 
 def test_fork_fails_as_python_m_fails(tree, monkeypatch, tmp_path):
