@@ -398,22 +398,20 @@ def _start_jobs(request, jobs):
         jobs.start(names, request)
 
 
-# How long the whole suite (tests/, tooling included: about 5 min) takes on a
-# 2-core CPU, per selection of bases: every base 40 to 60 min (2345 s of pytest
-# from a fresh clone of cbb0620, 3390 s in the project's CI at aa614a3, 3524 s
-# from a fresh clone of 7d8d1e3, all 2026-12-02); one base: not measured since
-# the suite grew (--base v0.5.23 took 824 s at 18518ff, before the runner and
-# registered-test files).
+# How long the whole suite (tests/, tooling included) takes on a 2-core CPU,
+# per selection of bases: every base about 14 min of pytest (815 s from a
+# fresh clone of 809e9d0 under .ci/run, 837 s of b5f39f1, 903 s of a make test
+# of 349312e, all 2026-12-04); one base: not measured since the jobs.
 RUN_MINUTES = {
-    ("v0.5.12", "v0.5.23"): "40 to 60",
-    ("v0.5.23",): "under 60",
-    ("v0.5.12",): "under 60",
+    ("v0.5.12", "v0.5.23"): "about 14",
+    ("v0.5.23",): "under 15",
+    ("v0.5.12",): "under 15",
 }
 
 
 def pytest_report_header(config):
     selected = selected_bases(config)
-    minutes = RUN_MINUTES.get(tuple(sorted(selected)), "under 60")
+    minutes = RUN_MINUTES.get(tuple(sorted(selected)), "under 15")
     shown = ", ".join(selected)
     return (
         f"sglpatch: bases {shown}; the whole suite takes {minutes} min on a 2-core CPU"
