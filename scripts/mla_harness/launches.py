@@ -129,7 +129,8 @@ class _OpCounter(TorchDispatchMode):
 
 _active: list[Counts] = []
 _traces: list[Trace] = []
-_patched = False
+# What _install_triton_hook replaced: (owner, name, its own attribute or None).
+_originals: list = []
 _inside_kernel = 0
 
 
@@ -188,15 +189,19 @@ def trace():
             yield t
     finally:
         _traces.remove(t)
+        _uninstall_triton_hook()
 
 
 def _install_triton_hook() -> None:
-    """Count ``kernel[grid](...)`` launches of JIT and interpreted kernels alike."""
-    global _patched
-    if _patched:
+    """Count ``kernel[grid](...)`` launches of JIT and interpreted kernels alike,
+    while a count or a trace is open (``_uninstall_triton_hook`` puts back the
+    originals after the last one: the counters cost host time of their own, which
+    a timed call outside them must not pay)."""
+    if _originals:
         return
     from triton.runtime.jit import KernelInterface
 
+    _originals.append((KernelInterface, "__getitem__", vars(KernelInterface).get("__getitem__")))
     original = KernelInterface.__getitem__
 
     def __getitem__(self, grid):
@@ -231,6 +236,7 @@ def _install_triton_hook() -> None:
     except (ImportError, RuntimeError, AttributeError):
         launcher = None
     if launcher is not None:
+        _originals.append((launcher, "__call__", vars(launcher).get("__call__")))
         call = launcher.__call__
 
         def counted_call(self, *args, **kwargs):
@@ -241,15 +247,28 @@ def _install_triton_hook() -> None:
 
         launcher.__call__ = counted_call
     if hasattr(torch.cuda, "CUDAGraph"):
-        replay = torch.cuda.CUDAGraph.replay
+        graph = torch.cuda.CUDAGraph
+        _originals.append((graph, "replay", vars(graph).get("replay")))
+        replay = graph.replay
 
         def counted_replay(self):
             for counts in _active:
                 counts.graphs += 1
             return replay(self)
 
-        torch.cuda.CUDAGraph.replay = counted_replay
-    _patched = True
+        graph.replay = counted_replay
+
+
+def _uninstall_triton_hook() -> None:
+    """Put back what ``_install_triton_hook`` replaced, once no count or trace is open."""
+    if _active or _traces:
+        return
+    while _originals:
+        owner, name, original = _originals.pop()
+        if original is None:  # inherited: the subclass had none of its own
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
 
 
 @contextlib.contextmanager
@@ -263,3 +282,4 @@ def count_launches():
             yield counts
     finally:
         _active.remove(counts)
+        _uninstall_triton_hook()

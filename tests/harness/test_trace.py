@@ -46,3 +46,20 @@ def test_events_are_the_notes_in_order():
         _step(BUFFERS["rows"])
         launches.note("attention")
     assert t.events == ["marker", "attention"]  # aten ops are not events
+
+
+def _hooked():
+    from triton.runtime.jit import KernelInterface
+
+    return (vars(KernelInterface).get("__getitem__"), vars(torch.cuda.CUDAGraph).get("replay"))
+
+
+def test_the_counters_are_installed_only_while_a_count_or_trace_is_open():
+    """A timed call outside a count pays nothing for the counters (runner_check
+    times whole ``execute`` calls between counted ones)."""
+    before = _hooked()
+    with launches.count_launches():
+        with launches.trace():
+            assert _hooked()[0] is not before[0] and _hooked()[1] is not before[1]
+        assert _hooked() != before  # the count is still open
+    assert _hooked() == before

@@ -47,7 +47,16 @@ CASES = {
         True,
     ),
     "TestRowsCopy": (("test_views_and_copies",), False, False),
-    "TestRegistryFill": (("test_fills", "test_token_axis_fills", "test_copy_slots"), True, False),
+    "TestRegistryFill": (
+        (
+            "test_fills",
+            "test_token_axis_fills",
+            "test_slot_registered_after_a_fill",
+            "test_copy_slots",
+        ),
+        True,
+        False,
+    ),
     "TestKeptFillCopies": (
         ("test_one_per_slot_set", "test_slice_fn_takes_leading_rows"),
         False,
