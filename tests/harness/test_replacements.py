@@ -293,3 +293,44 @@ def test_the_breakable_backend_imports_only_what_the_stand_in_defines(trees_of):
         source = tree / "sglang" / "srt" / "model_executor" / "runner_backend_utils"
         source = source / "weak_ref_tensor.py"
         _imports_only_what_the_stand_in_defines(source, "sgl_kernel", {"weak_ref_tensor"})
+
+
+OVERFLOW_CHILD = """
+import dataclasses
+import torch
+from mla_harness import replacements
+replacements.prepare_environment(use_cuda=False)
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+@triton.jit
+def kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(x + offs, mask)
+    b = tl.load(y + offs, mask)
+    tl.store(out + offs, a * 3 + b - 7, mask)
+
+x = torch.tensor([2**31 - 1, 5, -(2**31), 1000], dtype=torch.int32)
+y = torch.tensor([1, 2, -1, 2**30], dtype=torch.int32)
+builder = interpreter.interpreter_builder
+outs = []
+for sanitize in (False, True):  # as replaced, then the interpreter's default
+    assert builder.options.sanitize_overflow is sanitize and not builder.options.debug
+    out = torch.zeros(4, dtype=torch.int32)
+    kernel[(1,)](x, y, out, 4, BLOCK=4)
+    outs.append(out)
+    builder.options = dataclasses.replace(builder.options, sanitize_overflow=True)
+print(torch.equal(*outs) and torch.equal(outs[0], (x * 3 + y - 7).to(torch.int32)))
+"""
+
+
+def test_the_interpreters_overflow_checks_change_no_value():
+    """Replacement 26: with the interpreter's discarded overflow checks off, a
+    kernel computes what it computes with them on, int32 wrap-around included."""
+    proc = subprocess.run(
+        [sys.executable, "-c", OVERFLOW_CHILD], env=subprocess_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
