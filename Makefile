@@ -96,6 +96,9 @@ $(VENV_STAMP): $(ROOT)/ci/requirements.txt
 	@$(IN_ROOT) PYTHONPATH=scripts "$$SGLPATCH_MK_PYTHON" -m sglpatch.pyversion
 	@echo "make venv: installing ci/requirements.txt into $$SGLPATCH_MK_VENV: 5.9 GiB once installed (torch is a CUDA build); pip shows each package"
 	@$(IN_ROOT) "$$SGLPATCH_MK_PYTHON" -m venv "$$SGLPATCH_MK_VENV"
+# pip compiles every module it installs: where PYTHONDONTWRITEBYTECODE is set (as on
+# the project's 2-core CPU machine) nothing else would, and each of the suite's
+# processes would compile what it imports (--no-compile: pytest 837 -> 1038 s).
 	@$(IN_ROOT) $(VPY) -m pip install --disable-pip-version-check --progress-bar on -r ci/requirements.txt
 	@$(IN_ROOT) touch "$$SGLPATCH_MK_VENV/.installed"
 
