@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from mla_harness import child, phases
+from mla_harness import child
 from sglpatch.errors import UserError
 from sglpatch.layout import Layout
 from sglpatch.makevars import shown_path
@@ -153,16 +153,20 @@ def metadata(args, cfg: dict, trees: list, runs: dict) -> tuple[dict, list[str]]
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = config.parser().parse_args(argv)
-    import torch
+    cuda = False
+    if args.device != "cpu":  # torch only where it decides: a bad flag is refused at once
+        import torch
 
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda but no CUDA device is visible")
+        cuda = torch.cuda.is_available()
+        if args.device == "cuda" and not cuda:
+            raise UserError("--device cuda but no CUDA device is visible")
     layout = Layout.create(args.build, base=args.base)
-    if args.extend_mode is None:  # v0.5.13+ has DRAFT_EXTEND_V2 only
-        has_v1 = any(phase.name == "extend_v1" for phase in phases.on_base(layout.name))
-        args.extend_mode = "v1" if has_v1 else "v2"
     cfg = config.from_args(args, cuda).to_json()
+    if cfg["extend_mode"] is None:  # v0.5.13+ has DRAFT_EXTEND_V2 only
+        from mla_harness import phases
+
+        has_v1 = any(phase.name == "extend_v1" for phase in phases.on_base(layout.name))
+        cfg["extend_mode"] = "v1" if has_v1 else "v2"
     base_tree, patched_tree = tree_paths(args.build, layout.name)
     for name, path in (("base", base_tree), ("patched", patched_tree)):
         if not (path / "sglang" / "__init__.py").is_file():

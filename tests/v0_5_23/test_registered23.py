@@ -1,11 +1,13 @@
 """The series' upstream test files, run on both v0.5.23 trees.
 
-The series adds three upstream test files to SGLang (``FILES``); ``make apply``
-puts them in the patched tree (``build/v0.5.23/sglang``). Each tree runs each
-file once, in a child pytest with that tree first on the path and the
+The series adds four upstream test files to SGLang (``FILES``); ``make apply``
+puts them in the patched tree (``build/v0.5.23/sglang``). Each tree runs them
+all once, in one child pytest with that tree first on the path and the
 harness's replacements installed first (``registered_env23``, a ``-p``
-plugin); the case groups below are then read off the child's report, each
-named after the patch whose case it is. The patched tree must pass every
+plugin; one child, not one per file: each would spend most of its time
+importing the tree); the case groups below are then read off the child's
+report, each named after the patch whose case it is (the fourth file's, 0010's,
+are ``test_input_copies23``'s). The patched tree must pass every
 group. On v0.5.23 as released the groups that check what the series changes
 must fail (strict xfail: a group passing on base fails this test); what the
 series must not change passes on both: the default-argument kernel parity and
@@ -30,13 +32,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = Path(__file__).resolve().parent  # registered_env23.py
 SCRIPTS = ROOT / "scripts"
 TIMEOUT_S = 900
-REGISTERED_COST = 25  # CPU seconds of one child run (2-core CPU, 2026-12-03)
+REGISTERED_COST = 30  # CPU seconds of one tree's child run (2-core CPU, 2026-12-04)
 
 # key -> the upstream file, relative to the patched tree's repository root
 FILES = {
     "metadata": "test/registered/attention/test_trtllm_mla_cuda_graph_metadata.py",
     "dp_padding": "test/registered/unit/model_executor/test_spec_dp_padding.py",
     "server_args": "test/registered/unit/server_args/test_trtllm_mla_fp4_kv_cache_args.py",
+    "input_copies": "test/registered/model_executor/test_cuda_graph_input_copies.py",
 }
 # group -> (file key, its test methods, whether it passes on base, GPU only)
 GROUPS = {
@@ -125,10 +128,12 @@ GROUPS = {
 _LINE = re.compile(r"^(SUB)?(PASSED|FAILED|ERROR)(\([^)]*\))? \S*::(\w+)::(\w+)")
 
 
-def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path, environ: dict) -> dict:
-    """The upstream file on ``tree`` (``environ``: the environment it starts
-    from, taken before any test changed ``os.environ``); returns {"rc", "log",
-    "seconds", "outcomes": {method: set of "PASSED" / "FAILED" / "ERROR"}}."""
+def _run_child(tree: Path, files: dict, device: str, tmp: Path, environ: dict) -> dict:
+    """The upstream ``files`` ({key: path}) on ``tree``, in one child pytest
+    (``environ``: the environment it starts from, taken before any test changed
+    ``os.environ``); returns {key: {"rc", "log", "seconds", "flashinfer",
+    "outcomes": {method: set of "PASSED" / "FAILED" / "ERROR"}}}, the child's
+    exit status, log, time and FlashInfer the same for every key."""
     tmp.mkdir(parents=True, exist_ok=True)
     ini = tmp / "pytest.ini"
     ini.write_text("[pytest]\n")  # not this project's pytest config
@@ -136,29 +141,36 @@ def _run_child(tree: Path, upstream_file: Path, device: str, tmp: Path, environ:
     paths += filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))
     env = dict(environ, PYTHONPATH=os.pathsep.join(paths), REGTEST_DEVICE=device)
     cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "-p", "registered_env23"]
-    cmd += ["-p", "no:cacheprovider", "-q", "-rA", str(upstream_file)]
+    cmd += ["-p", "no:cacheprovider", "-q", "-rA", *map(str, files.values())]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    outcomes: dict[str, set[str]] = {}
+    # The report names no path (each file is outside the child's rootdir): a
+    # case's file is the one defining its class.
+    key_of = {
+        name: key
+        for key, path in files.items()
+        for name in re.findall(r"^class (\w+)", Path(path).read_text(), re.M)
+    }
+    outcomes: dict[str, dict[str, set[str]]] = {key: {} for key in files}
     flashinfer = "not reported"
     for line in proc.stdout.splitlines():
         if line.startswith("flashinfer: "):  # registered_env23's summary line
             flashinfer = line.removeprefix("flashinfer: ")
         m = _LINE.match(line)
         if m:
-            outcomes.setdefault(m.group(5), set()).add(m.group(2))
-    return {
+            outcomes[key_of[m.group(4)]].setdefault(m.group(5), set()).add(m.group(2))
+    run = {
         "rc": proc.returncode,
         "log": proc.stdout[-8000:] + proc.stderr[-3000:],
         "seconds": time.monotonic() - start,
-        "outcomes": outcomes,
         "flashinfer": flashinfer,
     }
+    return {key: dict(run, outcomes=outcomes[key]) for key in files}
 
 
 @group("registered23")
 def registered_jobs(request) -> dict:
-    """Every (tree, file) child run: (tree, file key) -> its run."""
+    """Each tree's child run: tree -> {file key: its part of the run}."""
     trees23 = request.getfixturevalue("trees_of")("v0.5.23")
     device = request.getfixturevalue("device")
     # The patched tree's copies (its python/ root's parent is the repository's root).
@@ -169,23 +181,15 @@ def registered_jobs(request) -> dict:
     base = request.getfixturevalue("tmp_path_factory").mktemp("registered23")
     environ = dict(os.environ)
     return {
-        (tree, key): Job(
-            _run_child,
-            (trees23[tree], files[key], device, base / f"{tree}-{key}", environ),
-            REGISTERED_COST,
-        )
+        tree: Job(_run_child, (trees23[tree], files, device, base / tree, environ), REGISTERED_COST)
         for tree in TREES
-        for key in files
     }
 
 
 @pytest.fixture(scope="session")
 def registered23(jobs, request) -> dict:
     """{tree: {file key: run}}."""
-    runs = {tree: {} for tree in TREES}
-    for (tree, key), run in jobs.results("registered23", request).items():
-        runs[tree][key] = run
-    return runs
+    return jobs.results("registered23", request)
 
 
 def _group_passed(runs: dict, group: str) -> tuple[bool, str]:
@@ -205,9 +209,11 @@ def _skip_gpu_only(group: str, device: str) -> None:
 
 @pytest.mark.parametrize("key", sorted(FILES))
 def test_patched_runs_clean(registered23, key):
-    """The child run of each file on the patched tree exits 0 (every case, incl. collection)."""
+    """The patched tree's child exits 0 (every case of every file, collection
+    included) and reports each file's cases."""
     run = registered23["patched"][key]
     assert run["rc"] == 0, run["log"]
+    assert run["outcomes"], f"no case of {FILES[key]} reported:\n{run['log']}"
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
