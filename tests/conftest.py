@@ -412,11 +412,10 @@ def _start_jobs(request, jobs):
 
 
 # How long the whole suite (tests/, tooling included) takes on a 2-core CPU,
-# per selection of bases: every base about 14 min of pytest (815 s from a
-# fresh clone of 809e9d0 under .ci/run, 837 s of b5f39f1, 903 s of a make test
-# of 349312e, all 2026-12-04); one base: not measured since the jobs.
+# per selection of bases: every base about 12 min of pytest (691 s from a
+# fresh clone of b7856be, 2026-12-04); one base: not measured since the jobs.
 RUN_MINUTES = {
-    ("v0.5.12", "v0.5.23"): "about 14",
+    ("v0.5.12", "v0.5.23"): "about 12",
     ("v0.5.23",): "under 15",
     ("v0.5.12",): "under 15",
 }
