@@ -161,7 +161,7 @@ def _run_child(tree: Path, files: dict, device: str, tmp: Path, environ: dict) -
             outcomes[key_of[m.group(4)]].setdefault(m.group(5), set()).add(m.group(2))
     run = {
         "rc": proc.returncode,
-        "log": proc.stdout[-8000:] + proc.stderr[-3000:],
+        "log": proc.stdout[-16000:] + proc.stderr[-3000:],  # four files: room for a failure
         "seconds": time.monotonic() - start,
         "flashinfer": flashinfer,
     }
