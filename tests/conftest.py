@@ -412,10 +412,11 @@ def _start_jobs(request, jobs):
 
 
 # How long the whole suite (tests/, tooling included) takes on a 2-core CPU,
-# per selection of bases: every base about 12 min of pytest (691 s from a
-# fresh clone of b7856be, 2026-12-04); one base: not measured since the jobs.
+# per selection of bases: every base 8 to 12 min of pytest (467-691 s from
+# fresh clones of b7856be and 34526d0, 2026-12-04); one base: not measured
+# since the jobs.
 RUN_MINUTES = {
-    ("v0.5.12", "v0.5.23"): "about 12",
+    ("v0.5.12", "v0.5.23"): "8 to 12",
     ("v0.5.23",): "under 15",
     ("v0.5.12",): "under 15",
 }
