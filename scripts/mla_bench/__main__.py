@@ -22,6 +22,10 @@ from . import config, ladder, report, runner_rounds
 from .worker import progress, time_left
 
 CHART = "eagle_metadata.png"  # the latest run's chart; bench-<stamp>.png keeps each
+# Starts each runner_check process (--runners). A name of this module's own, so
+# that replacing it (the bench's tests, which have no GPU) reaches no other
+# harness child that runs in the same process meanwhile.
+run_child = child.run
 
 
 def run_tree(tree: Path, cfg: dict) -> dict:
@@ -110,7 +114,7 @@ def runner_times(
     paths, cpus = dict(trees), runner_cpus()
     for number, name in missing:
         progress(f"[bench] runners' execute, round {number}/{rounds}, {name}: {paths[name]}")
-        stdout = child.run(
+        stdout = run_child(
             "mla_harness.runner_check",
             paths[name],
             "cuda",

@@ -3,10 +3,12 @@ a run stopped after k processes keeps k results, ``--resume`` runs only the
 missing ones and renders what a run never stopped renders, other settings are
 refused in one line, and the rounds still alternate the trees' order.
 
-``runner_check --time`` needs CUDA: its launch (``child.run``) is the one
-thing replaced here, by a stand-in that answers a report naming its tree and
-how many processes that tree had run before it; everything else is the
-bench's own code."""
+``runner_check --time`` needs CUDA: its launch (``child.run``, which the
+bench calls as ``run_child``) is the one thing replaced here, by a stand-in
+that answers a report naming its tree and how many processes that tree had
+run before it; everything else is the bench's own code. It is replaced as the
+bench's name only: ``child.run`` itself starts the harness's other children,
+which the suite's background jobs run in this process at the same time."""
 
 from __future__ import annotations
 
@@ -87,7 +89,7 @@ def _store(out, trees, resume=False, rounds=3, repeats=2):
 def test_the_rounds_alternate_the_trees_order(tmp_path, monkeypatch):
     trees = _trees(tmp_path)
     fake = FakeRunner(dict(trees))
-    monkeypatch.setattr(bench.child, "run", fake)
+    monkeypatch.setattr(bench, "run_child", fake)
     times = bench.runner_times(trees, CFG, 4)
     forward = ["base", "without-last", "patched"]
     assert fake.ran == forward + forward[::-1] + forward + forward[::-1]
@@ -104,12 +106,12 @@ def test_a_stopped_run_keeps_each_finished_process_and_a_resumed_one_runs_the_re
 ):
     trees = _trees(tmp_path, ("base", "patched"))
     whole = FakeRunner(dict(trees))
-    monkeypatch.setattr(bench.child, "run", whole)
+    monkeypatch.setattr(bench, "run_child", whole)
     single = bench.runner_times(trees, CFG, 3, store=_store(tmp_path / "single", trees))
 
     out = tmp_path / "split"
     first = FakeRunner(dict(trees), stop_at=4)  # stopped in its 4th process
-    monkeypatch.setattr(bench.child, "run", first)
+    monkeypatch.setattr(bench, "run_child", first)
     with pytest.raises(Stopped):
         bench.runner_times(trees, CFG, 3, store=_store(out, trees))
     kept = sorted(p.name for p in (out / runner_rounds.FOLDER).iterdir())
@@ -120,7 +122,7 @@ def test_a_stopped_run_keeps_each_finished_process_and_a_resumed_one_runs_the_re
     # the figures the same as the run never stopped.
     second = FakeRunner(dict(trees))
     second.per_tree = first.per_tree.copy()  # the trees' next processes, as in one run
-    monkeypatch.setattr(bench.child, "run", second)
+    monkeypatch.setattr(bench, "run_child", second)
     store = _store(out, trees, resume=True)
     resumed = bench.runner_times(trees, CFG, 3, store=store)
     assert second.ran == ["base", "base", "patched"]  # (2, base), (3, base), (3, patched)
@@ -136,7 +138,7 @@ def test_a_stopped_run_keeps_each_finished_process_and_a_resumed_one_runs_the_re
     ]
     # Everything there already: nothing runs.
     third = FakeRunner(dict(trees))
-    monkeypatch.setattr(bench.child, "run", third)
+    monkeypatch.setattr(bench, "run_child", third)
     assert bench.runner_times(trees, CFG, 3, store=_store(out, trees, resume=True)) == single
     assert third.ran == []
 
@@ -151,7 +153,7 @@ def test_an_unfinished_run_is_not_overwritten_nor_resumed_with_other_settings(
     tmp_path, monkeypatch
 ):
     trees = _trees(tmp_path, ("base", "patched"))
-    monkeypatch.setattr(bench.child, "run", FakeRunner(dict(trees), stop_at=2))
+    monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=2))
     with pytest.raises(Stopped):
         bench.runner_times(trees, CFG, 3, store=_store(tmp_path, trees))
     folder = tmp_path / runner_rounds.FOLDER
@@ -191,7 +193,7 @@ def test_the_bench_resumed_writes_the_record_and_tables_of_one_run(tmp_path, mon
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
     def bench_run(out, fake, *flags):
-        monkeypatch.setattr(bench.child, "run", fake)
+        monkeypatch.setattr(bench, "run_child", fake)
         argv = ["--build", str(build), "--base", "v0.5.23", "--device", "cuda", "--repeats", "2"]
         return bench.main(
             [*argv, "--runners-only", "--runner-rounds", "3", "--out-dir", out, *flags]
