@@ -215,8 +215,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--without-last",
         action="store_true",
-        help="--runners: also time the patched tree less the series' last patch (a third"
-        " tree, <build>/<base>/without-last)",
+        help="--runners: also time the patched tree less the series' last pull request"
+        " (the patches the last of patches/<base>/prs/ lists, else the last patch; a"
+        " third tree, <build>/<base>/without-last)",
     )
     p.add_argument(
         "--runner-loop",

@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+from sglpatch import prdesc
 from sglpatch.errors import UserError
 from sglpatch.gitcmd import Git
 from sglpatch.layout import Layout
@@ -73,12 +74,14 @@ def trees(layout: Layout, base_tree: Path) -> list[tuple[str, Path]]:
 
 
 def without_last(layout: Layout, patched_tree: Path) -> Path:
-    """``--without-last``: the patched tree less the series' last patch, at
-    ``<build>/<base>/without-last-tree/python``: the patched tree with the
-    files that patch changes as they were before it and the ones it adds left
-    out. What to restore is written to ``<build>/<base>/without-last`` from the
-    build tree's commits where they are at hand (needs git); a GPU host without
-    them uses that folder copied beside the bundle (as the ladder's)."""
+    """``--without-last``: the patched tree less the series' last pull request
+    (the patches the last of ``patches/<base>/prs/`` lists; the last patch
+    where the base keeps none), at ``<build>/<base>/without-last-tree/python``:
+    the patched tree with the files those patches change as they were before
+    them and the ones they add left out. What to restore is written to
+    ``<build>/<base>/without-last`` from the build tree's commits where they
+    are at hand (needs git); a GPU host without them uses that folder copied
+    beside the bundle (as the ladder's)."""
     material = layout.build / "without-last"
     if (layout.sglang / ".git").exists():
         _prepare_without_last(layout, material)
@@ -99,27 +102,35 @@ def without_last(layout: Layout, patched_tree: Path) -> Path:
 
 
 def _prepare_without_last(layout: Layout, material: Path) -> None:
-    """Write ``material``/index.json (the last patch's subject, the package
-    files to restore and to remove, relative to ``python/``) and
-    ``before/<file>`` for each file to restore, as it was before that patch."""
+    """Write ``material``/index.json (the left-out patches' subjects, the
+    package files to restore and to remove, relative to ``python/``) and
+    ``before/<file>`` for each file to restore, as it was before those
+    patches."""
     commits = patch_commits(layout)
     if not commits:
         raise UserError(f"{layout.name}'s series has no patch to leave out")
-    (last, subject), git = commits[-1], Git(layout.sglang)
-    changed = git.out("diff-tree", "--no-commit-id", "--name-status", "-r", last).splitlines()
+    count = len(prdesc.last_request(layout.patches)) or 1
+    if count > len(commits):
+        raise UserError(
+            f"the last pull request of {layout.patches} lists {count} patches;"
+            f" {layout.sglang} has {len(commits)}: run `make apply`"
+        )
+    left_out, git = commits[-count:], Git(layout.sglang)
+    before = f"{left_out[0][0]}~1"
+    changed = git.out("diff", "--no-renames", "--name-status", before, left_out[-1][0])
     shutil.rmtree(material, ignore_errors=True)
     restore, remove = [], []
-    for line in changed:
+    for line in changed.splitlines():
         status, path = line.split("\t", 1)
         if not path.startswith("python/"):
-            continue  # outside the package (the patch's tests)
+            continue  # outside the package (the patches' tests)
         relative = str(Path(path).relative_to("python"))
         if status == "A":
             remove.append(relative)
             continue
         target = material / "before" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(git.run("show", f"{last}~1:{path}").stdout)
+        target.write_bytes(git.run("show", f"{before}:{path}").stdout)
         restore.append(relative)
-    index = {"patch": subject, "restore": restore, "remove": remove}
+    index = {"patches": [subject for _, subject in left_out], "restore": restore, "remove": remove}
     (material / "index.json").write_text(json.dumps(index, indent=1))

@@ -481,7 +481,7 @@ def runner_iterations(joined: dict, labels=("base", "patched")) -> dict:
 def runner_report(times: dict, cpus: list) -> str:
     """``--runners``' tables: ``runner_markdown`` of each tree against the one
     before it (``--without-last``: v0.5.23 against the series less its last
-    patch, then that against the series), then ``runner_loop_markdown``
+    pull request, then that against the series), then ``runner_loop_markdown``
     where the rounds ran the loop."""
     names = list(times)
     parts = []

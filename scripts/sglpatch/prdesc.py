@@ -83,6 +83,16 @@ def descriptions(directory: Path) -> list[Path]:
     return sorted(folder.glob("*.md")) if folder.is_dir() else []
 
 
+def last_request(directory: Path) -> list[str]:
+    """The patch numbers (``NNNN``) the last pull request lists, in order;
+    empty where the base keeps no descriptions."""
+    files = descriptions(directory)
+    if not files:
+        return []
+    lines = files[-1].read_text(encoding="utf-8").splitlines()
+    return [m.group(1) for m in map(_ROW.match, lines) if m]
+
+
 def _harness_terms(name: str, text: str) -> list[str]:
     return [
         f"{name} names {term!r}, which only this repository has"

@@ -1,10 +1,12 @@
 """``make bench --runners --without-last``'s third tree: the patched tree less
-the series' last patch, built from the build tree's commits."""
+the series' last pull request (the patches the last description in
+``patches/<base>/prs/`` lists), built from the build tree's commits."""
 
 from __future__ import annotations
 
 import filecmp
 import json
+import re
 import shutil
 import subprocess
 
@@ -19,29 +21,35 @@ from sglpatch.queue import patch_commits
 pytestmark = [pytest.mark.base("v0.5.23"), pytest.mark.xdist_group("without-last")]
 
 
-def test_the_files_the_last_patch_changes_are_as_before_it(trees_of, request):
+def test_the_files_the_last_pull_request_changes_are_as_before_it(trees_of, request):
     patched = trees_of("v0.5.23")["patched"]
     layout = Layout.create(request.config.getoption("--build"), base="v0.5.23")
+    last_request = sorted((layout.patches / "prs").glob("*.md"))[-1].read_text()
+    numbers = re.findall(r"^\| (\d{4}) \|", last_request, re.M)
+    assert len(numbers) > 1, numbers  # several patches: more than the last one left out
     root = ladder.without_last(layout, patched)
-    last = patch_commits(layout)[-1][0]
+    commits = patch_commits(layout)
+    series = (layout.patches / "series").read_text().split()
+    assert [name[:4] for name in series[-len(numbers) :]] == numbers
+    index = json.loads((layout.build / "without-last" / "index.json").read_text())
+    assert index["patches"] == [subject for _, subject in commits[-len(numbers) :]]
     git = ["git", "-C", str(layout.sglang)]
+    before = f"patched~{len(numbers)}"
     changed = subprocess.run(
-        [*git, "diff-tree", "--no-commit-id", "--name-status", "-r", last],
+        [*git, "diff", "--no-renames", "--name-status", before, "patched"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.splitlines()
     package = [line.split("\t", 1) for line in changed if "\tpython/" in line]
-    assert package, changed
+    assert len(package) > 1, changed
     for status, path in package:
         target = root / path.removeprefix("python/")
         if status == "A":
             assert not target.exists(), path
             continue
-        before = subprocess.run(
-            [*git, "show", f"{last}~1:{path}"], capture_output=True, check=True
-        ).stdout
-        assert target.read_bytes() == before, path
+        was = subprocess.run([*git, "show", f"{before}:{path}"], capture_output=True, check=True)
+        assert target.read_bytes() == was.stdout, path
         assert target.read_bytes() != (patched / path.removeprefix("python/")).read_bytes()
     # Everything else is the patched tree's.
     untouched = "sglang/srt/layers/attention/trtllm_mla_backend.py"

@@ -6,7 +6,7 @@ all once, in one child pytest with that tree first on the path and the
 harness's replacements installed first (``registered_env23``, a ``-p``
 plugin; one child, not one per file: each would spend most of its time
 importing the tree); the case groups below are then read off the child's
-report, each named after the patch whose case it is (the fourth file's, 0010's,
+report, each named after the patch whose case it is (the fourth file's, PR 7's,
 are ``test_input_copies23``'s). The patched tree must pass every
 group. On v0.5.23 as released the groups that check what the series changes
 must fail (strict xfail: a group passing on base fails this test); what the
