@@ -9,7 +9,9 @@ test methods do not run here. This imports the file with ``--tree``'s sglang
 first on the path and calls the same kit entry points on each entry of its
 ``MLA_CASES`` and ``DENSE_CASES`` with the same arguments plus ``device``
 (``run_mla_eagle_verify_cuda_graph_case(tc, case, topk=1, **shape_kwargs)``,
-``run_dense_spec_verify_cuda_graph_case(tc, case, topk=1)``), each after the
+``run_dense_spec_verify_cuda_graph_case(tc, case, topk=1)``; the split-op
+class's ``run_mla_split_op_extend_case(tc, case, breakable=b)`` and
+``run_dense_split_op_extend_case``, b False then True), each after the
 file's own premise check on the case's fixture
 (``contiguous_rewrite_misplaces_prefix``, reported as ``premise``). The test file
 can come from another tree than the kit: the kit-fix tree's file on the base
@@ -53,6 +55,7 @@ def main() -> int:
     from sglang.test.kits.attention_unittest.runner_modes import (
         speculative_target_verify_runner as stv,
     )
+    from sglang.test.kits.attention_unittest.runner_modes import split_op_runner as so
 
     spec = importlib.util.spec_from_file_location("kit_fix_test", args.test_file)
     module = importlib.util.module_from_spec(spec)
@@ -60,12 +63,22 @@ def main() -> int:
     cls = module.TestSpecVerifyCudaGraphPrefixPastPage
     mla = (stv.run_mla_eagle_verify_cuda_graph_case, module.build_mla_attention_fixture)
     dense = (stv.run_dense_spec_verify_cuda_graph_case, module.build_dense_attention_fixture)
-    todo = [(c, *mla, kw) for c, kw in cls.MLA_CASES]
-    todo += [(c, *dense, {}) for c in cls.DENSE_CASES]
+    verify = {"topk": 1}
+    # (case, runner, its kit entry point, the fixture builder, its arguments)
+    todo = [(c, "verify", *mla, {**verify, **kw}) for c, kw in cls.MLA_CASES]
+    todo += [(c, "verify", *dense, verify) for c in cls.DENSE_CASES]
+    split = module.TestSplitOpExtendPrefixPastPage
+    split_mla = (so.run_mla_split_op_extend_case, module.build_mla_attention_fixture)
+    split_dense = (so.run_dense_split_op_extend_case, module.build_dense_attention_fixture)
+    for cases, entry in ((split.MLA_CASES, split_mla), (split.DENSE_CASES, split_dense)):
+        for case in cases:
+            for breakable in (False, True):
+                todo.append((case, "split_op", *entry, {"breakable": breakable}))
 
     tc = unittest.TestCase()
     failures = 0
-    for case, run, build, shape_kwargs in todo:
+    for case, runner, run, build, kwargs in todo:
+        shape_kwargs = {k: v for k, v in kwargs.items() if k not in ("topk", "breakable")}
         t0 = time.time()
         err = None
         with kit_env.device_ctx(cuda), torch.no_grad():
@@ -75,7 +88,7 @@ def main() -> int:
         kit_env.CALLS.clear()
         try:
             with kit_env.device_ctx(cuda), torch.no_grad():
-                run(tc, case, topk=1, device=args.device, **shape_kwargs)
+                run(tc, case, device=args.device, **kwargs)
         except AssertionError as exc:
             err = " | ".join(line.strip() for line in str(exc).strip().splitlines()[:4])
             kit = [f for f in traceback.extract_tb(exc.__traceback__) if "/kits/" in f.filename]
@@ -83,6 +96,8 @@ def main() -> int:
             failures += 1
         rec = {
             "case": case.name,
+            "runner": runner,
+            "breakable": kwargs.get("breakable"),
             "backend": case.backend,
             "prefix_lens": case.prefix_lens,
             "page_size": case.page_size,

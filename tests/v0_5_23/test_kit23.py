@@ -28,11 +28,13 @@ is the corrected one and the base tree's the kit as shipped:
   (``test/registered/attention/unittests/test_runner_prefix_past_page.py``,
   patched tree) skips without CUDA and calls the kit with its default
   ``device="cuda"``, so ``scripts/kit_probe/run_registered_cases.py`` calls
-  the same kit entry points on its case tables (triton MLA and dense,
-  trtllm_mla) with this run's device, after the file's premise check on each
-  case's fixture (a contiguous re-write misplaces its prefix; holds on both
-  trees): the patched tree's kit passes every case, the base tree's kit
-  fails every one at the eager leg's assert_close.
+  the same kit entry points on its case tables (verify CUDA graphs: triton
+  MLA and dense, trtllm_mla; split-op extend, piecewise and breakable: triton
+  MLA and dense) with this run's device, after the file's premise check on
+  each case's fixture (a contiguous re-write misplaces its prefix; holds on
+  both trees): the patched tree's kit passes every case, the base tree's kit
+  fails every one, at the verify eager leg's or the split-op forward's
+  assert_close.
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
@@ -79,6 +81,22 @@ CASES = [
 SHIPPED_FAILS = ["verify:65:2", "verify:100:2", "verify:100,100:2", "verify:130:2"]
 
 
+# The kit patch's upstream cases in run_registered_cases.py's order: (runner,
+# breakable, backend); and where the kit as shipped fails each runner's.
+REGISTERED = [
+    ("verify", None, "triton"),
+    ("verify", None, "trtllm_mla"),
+    ("verify", None, "triton"),
+    ("split_op", False, "triton"),  # MLA
+    ("split_op", True, "triton"),
+    ("split_op", False, "triton"),  # dense
+    ("split_op", True, "triton"),
+]
+SHIPPED_AT = {
+    "verify": "speculative_cuda_graph_runner.py:203:",  # the eager leg
+    "split_op": "split_op_runner.py:358:",  # the split forward against the reference
+}
+
 KIT_COST = 35  # CPU seconds of one tree's run of CASES (2-core CPU, 2026-12-03)
 
 
@@ -121,7 +139,7 @@ def kit_jobs(request) -> dict:
         cmd = [sys.executable, str(RUN_REGISTERED), "--test-file", str(upstream_file)]
         cmd += ["--device", device]
         for tree, path in trees.items():
-            args = ([*cmd, "--tree", str(path)], 3, tree, environ)
+            args = ([*cmd, "--tree", str(path)], len(REGISTERED), tree, environ)
             jobs["registered", tree] = Job(_rows, args, KIT_COST / 2)
     return jobs
 
@@ -162,10 +180,7 @@ def test_registered_prefix_past_page(kit23, trees):
     out = {tree: kit23["registered", tree] for tree in ("base", "patched")}
     for name, rows in out.items():  # each case's layout lets the bug show
         assert all(r["premise"] for r in rows), (name, rows)
-    assert [(r["backend"], r["ok"]) for r in out["patched"]] == [
-        ("triton", True),
-        ("trtllm_mla", True),
-        ("triton", True),
-    ], out["patched"]
-    for r in out["base"]:  # the kit as shipped: the eager leg's assertion
-        assert not r["ok"] and r["error"].startswith("speculative_cuda_graph_runner.py:203:"), r
+    assert [(r["runner"], r["breakable"], r["backend"]) for r in out["patched"]] == REGISTERED
+    assert all(r["ok"] for r in out["patched"]), out["patched"]
+    for r in out["base"]:  # the kit as shipped: where each runner compares first
+        assert not r["ok"] and r["error"].startswith(SHIPPED_AT[r["runner"]]), r
