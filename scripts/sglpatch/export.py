@@ -142,8 +142,11 @@ def export_series(layout: Layout) -> list[str]:
         writes["series"] = series_mod.text(list(patches))
     removes = [stale.name for stale in listed.paths if stale.name not in patches]
     head = Git(layout.sglang).rev(f"refs/heads/{BRANCH}")
-    _record_plan(layout, writes, removes, head)
-    finish_export(layout, fresh=True)
+    # From the record's appearing to the series written: a signal in between
+    # would leave a record that no command of this run finishes.
+    with deferred():
+        _record_plan(layout, writes, removes, head)
+        finish_export(layout, fresh=True)
     note(f"exported {len(patches)} patch(es) to {layout.patches}")
     return list(patches)
 

@@ -45,9 +45,11 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def deferred(resume: bool = True) -> Iterator[list[int]]:
     """Hold termination signals while the block runs (a write that must finish
-    as a whole); one that came meanwhile stops the run once the block is done.
-    Without ``resume`` the run goes on (the block was its last step): the list
-    it yields then holds the signals that came, for the caller to report."""
+    as a whole); one that came meanwhile goes, once the block is done, to the
+    handler held before it: it stops the run, or an enclosing block holds it
+    in turn. Without ``resume`` the run goes on (the block was its last step):
+    the list it yields then holds the signals that came, for the caller to
+    report."""
     caught: list[int] = []
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
     for signum, handler in previous.items():
@@ -58,5 +60,5 @@ def deferred(resume: bool = True) -> Iterator[list[int]]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if resume and caught and previous[caught[0]] is _raise:
-            _raise(caught[0], None)
+        if resume and caught and callable(previous[caught[0]]):
+            previous[caught[0]](caught[0], None)

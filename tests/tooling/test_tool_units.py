@@ -399,3 +399,38 @@ def test_evidence_in_a_missing_or_unparsable_file_does_not_hold():
     evidence = findings.Evidence("python/pkg/mod.py", "A", ("x",), ())
     assert evidence.look({}.get) is None
     assert evidence.look({"python/pkg/mod.py": "class A(:\n"}.get) is None
+
+
+def test_a_signal_held_by_nested_blocks_stops_the_run_once_the_outer_is_done():
+    """export holds signals from its record's appearing until the series is
+    written, around finish_export's own hold: a signal the inner block held
+    once vanished there (the handler before it was the outer hold, not the
+    raise), and one that came between the two left a record no command of the
+    run finished."""
+    import os
+    import signal
+
+    from sglpatch import interrupt
+
+    saved = {signum: signal.getsignal(signum) for signum in interrupt.SIGNALS}
+    steps = []
+    try:
+        interrupt.install()
+        with pytest.raises(interrupt.Interrupted) as stopped:
+            with interrupt.deferred():
+                with interrupt.deferred():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    steps.append("inner done")
+                steps.append("outer done")
+        assert steps == ["inner done", "outer done"]
+        assert stopped.value.signum == signal.SIGTERM
+        # Without resume the block is the last step: the signal is reported.
+        for signum, handler in saved.items():  # the raise ignored the rest
+            signal.signal(signum, handler)
+        interrupt.install()
+        with interrupt.deferred(resume=False) as held:
+            os.kill(os.getpid(), signal.SIGINT)
+        assert held == [signal.SIGINT]
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
