@@ -414,8 +414,14 @@ def test_a_signal_held_by_nested_blocks_stops_the_run_once_the_outer_is_done():
 
     saved = {signum: signal.getsignal(signum) for signum in interrupt.SIGNALS}
     steps = []
-    try:
+
+    def install():  # from the defaults: a pytest-xdist worker ignores SIGINT
+        for signum in interrupt.SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
         interrupt.install()
+
+    try:
+        install()
         with pytest.raises(interrupt.Interrupted) as stopped:
             with interrupt.deferred():
                 with interrupt.deferred():
@@ -425,9 +431,7 @@ def test_a_signal_held_by_nested_blocks_stops_the_run_once_the_outer_is_done():
         assert steps == ["inner done", "outer done"]
         assert stopped.value.signum == signal.SIGTERM
         # Without resume the block is the last step: the signal is reported.
-        for signum, handler in saved.items():  # the raise ignored the rest
-            signal.signal(signum, handler)
-        interrupt.install()
+        install()  # the raise ignored the signals from then on
         with interrupt.deferred(resume=False) as held:
             os.kill(os.getpid(), signal.SIGINT)
         assert held == [signal.SIGINT]
