@@ -166,7 +166,9 @@ the kernel (7, as a float32 paged MLA decode, ``kit_env.paged_decode``):
    ``test_kit23`` also runs the base tree's kit as shipped.
 
 The series' upstream test files (patches/v0.5.23) run in a child with
-``tests/v0_5_23/registered_env23.py`` as a pytest plugin: 1-5, 9-12, and
+``tests/v0_5_23/registered_env23.py`` as a pytest plugin: 1-5, 9-12, 22
+(the kit patch's file imports ``ModelRunner`` through the kit), 23 on CUDA
+(the triton backends of that file's cases), and
 
 20. ``datasets`` (when not installed): an absent module, as in 3.
    ``sglang.test.test_utils`` (``CustomTestCase``) imports the serving

@@ -21,7 +21,10 @@ installed). The child's summary says which it used (a ``flashinfer:`` line).
 And 20: ``datasets`` (when not installed) is served as an absent module
 (replacement 3's mechanism). ``sglang.test.test_utils``
 (``CustomTestCase``) imports the serving benchmark, which imports it at
-module load; nothing the file runs calls it.
+module load; nothing the file runs calls it. And 22: ``setproctitle``,
+``uvicorn`` and ``fastapi`` (when not installed), inert modules: the kit-fix
+file's kit imports ``ModelRunner``, whose import chain imports them; nothing
+the file runs calls them.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ if FLASHINFER == "absent":
 replacements.prepare_environment(USE_CUDA)
 if importlib.util.find_spec("datasets") is None:
     sys.meta_path.insert(0, replacements._AbsentFinder(["datasets"]))
+replacements.install_inert_modules(replacements.SERVER_MODULES)
 _modes = contextlib.ExitStack()
 
 
