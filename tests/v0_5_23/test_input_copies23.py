@@ -38,6 +38,8 @@ CASES = {
             "test_sizes_and_strides_between_calls",
             "test_refusals",
             "test_launches",
+            "test_a_launcher_that_refuses_its_arguments",
+            "test_keeps_the_layouts_used_last",
             "test_captured_in_a_graph",
         ),
         False,

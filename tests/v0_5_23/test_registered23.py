@@ -8,14 +8,15 @@ replacements installed first (``registered_env23``, a ``-p`` plugin;
 padding file's topology check refuses, so it runs apart, as upstream's CI runs
 each file in a process of its own; the other four share one child, as each
 would spend most of its time importing the tree); the case groups below are
-then read off the children's reports, each named after the patch whose case it is (the input copies file's,
-PR 7's, are ``test_input_copies23``'s). The patched tree must pass every
-group; 0009's file (the attention test kit's fix) skips without CUDA, so its
-groups are GPU-only and on CPU its part of the child need only exit clean
-(``test_kit23`` runs its case tables on CPU). On v0.5.23 as released the groups that check what the series changes
-must fail (strict xfail: a group passing on base fails this test); what the
-series must not change passes on both: the default-argument kernel parity and
-the FP4 KV cache configurations 0005 still accepts.
+then read off the children's reports, each named after the patch whose case
+it is (the input copies file's, PR 7's, are ``test_input_copies23``'s). The
+patched tree must pass every group; 0009's file (the attention test kit's
+fix) skips without CUDA, so its groups are GPU-only and on CPU its child need
+only exit clean (``test_kit23`` runs its case tables on CPU). On v0.5.23 as
+released the groups that check what the series changes must fail (strict
+xfail: a group passing on base fails this test); what the series must not
+change passes on both: the default-argument kernel parity and the FP4 KV
+cache configurations 0005 still accepts.
 """
 
 from __future__ import annotations
