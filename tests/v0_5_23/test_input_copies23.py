@@ -57,7 +57,11 @@ CASES = {
         False,
     ),
     "TestKeptFillCopies": (
-        ("test_one_per_slot_set", "test_slice_fn_takes_leading_rows"),
+        (
+            "test_one_per_slot_set",
+            "test_fast_path_keeps_the_copy",
+            "test_slice_fn_takes_leading_rows",
+        ),
         False,
         False,
     ),
