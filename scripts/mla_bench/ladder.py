@@ -97,6 +97,7 @@ def without_last(layout: Layout, patched_tree: Path) -> Path:
     for path in index["remove"]:
         (root / path).unlink()
     for path in index["restore"]:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)  # a folder it removed
         shutil.copyfile(material / "before" / path, root / path)
     return root
 

@@ -75,3 +75,18 @@ def test_a_host_without_the_commits_builds_it_from_the_copied_folder(trees_of, t
     shutil.rmtree(copied / "without-last")
     with pytest.raises(UserError, match="--without-last needs the commits"):
         ladder.without_last(bundled, patched)
+
+
+def test_a_file_the_pull_request_deleted_is_restored_with_its_folder(trees_of, tmp_path):
+    # A pull request that deletes a whole package folder: the tree without it
+    # gets the folder back.
+    patched = trees_of("v0.5.23")["patched"]
+    material = tmp_path / "v0.5.23" / "without-last"
+    gone = "sglang/srt/removed_by_the_pr/module.py"
+    (material / "before" / gone).parent.mkdir(parents=True)
+    (material / "before" / gone).write_text("# before the pull request\n")
+    index = {"patches": ["[perf] gone"], "restore": [gone], "remove": []}
+    (material / "index.json").write_text(json.dumps(index))
+    (tmp_path / "v0.5.23" / "sglang").mkdir()  # a build tree without its commits
+    root = ladder.without_last(Layout.create(tmp_path, base="v0.5.23"), patched)
+    assert (root / gone).read_text() == "# before the pull request\n"
