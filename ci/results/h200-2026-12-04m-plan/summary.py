@@ -1,11 +1,14 @@
-"""The tables of this record from plan.txt: python3 summary.py (in this folder).
-plan.txt: plan.py's output lines (PLAN ...), one per process, each after the
-process's start time."""
+"""The tables of this record: python3 summary.py (in this folder). plan.txt:
+plan.py's output lines (PLAN ...), layers.txt: layers.py's (LAYERS ...), one
+per process, each after the process's start time."""
 
 import json
 import statistics as st
+import sys
 
-procs = [json.loads(line[5:]) for line in open("plan.txt") if line.startswith("PLAN ")]
+FILE, TAG = ("layers.txt", "LAYERS") if sys.argv[1:] == ["layers"] else ("plan.txt", "PLAN")
+procs = [json.loads(line[len(TAG) + 1 :]) for line in open(FILE) if line.startswith(TAG + " ")]
+print(f"## {FILE}")
 print(
     "| process | bs | single calls: execute -> plan, µs per iteration | change | back to back: execute -> plan | change |"
 )
