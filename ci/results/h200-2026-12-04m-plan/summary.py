@@ -1,14 +1,22 @@
-"""The tables of this record: python3 summary.py (in this folder). plan.txt:
-plan.py's output lines (PLAN ...), layers.txt: layers.py's (LAYERS ...), one
-per process, each after the process's start time."""
+"""The tables of this record: python3 summary.py [layers|attribute] (in this
+folder). plan.txt: plan.py's output lines (PLAN ...), layers.txt: layers.py's
+(LAYERS ...), attribute.txt: attribute.py's (KEEP=launch or KEEP=copies ...),
+one per process, each after the process's start time."""
 
 import json
 import statistics as st
 import sys
 
-FILE, TAG = ("layers.txt", "LAYERS") if sys.argv[1:] == ["layers"] else ("plan.txt", "PLAN")
-procs = [json.loads(line[len(TAG) + 1 :]) for line in open(FILE) if line.startswith(TAG + " ")]
-print(f"## {FILE}")
+MODE = sys.argv[1] if sys.argv[1:] else "plan"
+FILE = {"plan": "plan.txt", "layers": "layers.txt", "attribute": "attribute.txt"}[MODE]
+# attribute.txt's lines start with KEEP=<layer>: each process's kept layer.
+procs, kept = [], []
+for line in open(FILE):
+    tag, _, rest = line.partition(" ")
+    if tag in ("PLAN", "LAYERS") or tag.startswith("KEEP="):
+        procs.append(json.loads(rest))
+        kept.append(tag)
+print(f"## {FILE}" + ("" if MODE != "attribute" else ": " + ", ".join(kept)))
 print(
     "| process | bs | single calls: execute -> plan, µs per iteration | change | back to back: execute -> plan | change |"
 )
