@@ -110,7 +110,9 @@ beyond the backends is replaced by (``target_runner_fields``,
    FlashInfer autotune of the model's kernels): marked done
    (``_kernel_warmed_up``); there is no model and no communicator here.
 16. On CPU only (the same check in CI): CUDA graphs. ``FullCudaGraphBackend``'s
-   ``capture_session``, ``capture_one`` and ``replay`` are replaced: capture
+   ``capture_session``, ``capture_one`` and ``replay`` are replaced (and, in a
+   tree with 0014, ``replayer``, the replay a runner keeps per size: that
+   replacement's ``replay`` of the key): capture
    runs ``run_once`` twice as warm-ups (with the barrier and the post-warm-up
    hook, as the real one) and once more in place of the graph, and records
    it; a replay re-runs it, as the breakable backend's debug mode does (24
@@ -886,11 +888,16 @@ def eager_graph_backend(freeze: tuple = (), rerun_graphs: bool = True):
         self.eager_checked = getattr(self, "eager_checked", 0) + 1
         return out
 
+    def replayer(self, shape_key):  # the real one less the graph: replay's re-run
+        return lambda: replay(self, shape_key, None)
+
     patches = [
         (backend, "capture_session", capture_session),
         (backend, "capture_one", capture_one),
         (backend, "replay", replay),
     ]
+    if "replayer" in vars(backend):  # the replay a runner keeps per key
+        patches.append((backend, "replayer", replayer))
     with _patched([*_host_capture_loop(loop), *patches]):
         yield
 

@@ -1052,6 +1052,8 @@ class RunnerCheck:
                     "layers": r.layers(),
                     "replays": replays,
                     "padded": st["padded"],
+                    # the sizes replayed through a kept replay (_kept_sizes)
+                    "kept": _kept_sizes(r.runner),
                     "paths": st["paths"],
                     "graphs": st["graphs"],  # replays per LoRA variant ("": one graph per size)
                     "graph_err": st["graph_err"],  # the worst error per variant
@@ -1232,38 +1234,50 @@ class RunnerCheck:
 TRANSITIONS = ("draft_to_verify", "verify_to_extend", "extend_to_draft")
 
 
+def _kept_sizes(runner):
+    """The captured sizes ``runner`` keeps a replay for (``_kept_replays``);
+    None in a tree without, False where it keeps none (``_keeps_replays``)."""
+    if not hasattr(runner, "_kept_replays"):
+        return None
+    return sorted(runner._kept_replays) if runner._keeps_replays else False
+
+
 @contextlib.contextmanager
 def graph_events(runners: list, marks: list, replays: int):
     """With ``replays`` > 0 (CUDA): append to ``marks``, for each of the next
-    ``replays`` graph replays of ``runners`` (their graph backends'
-    ``replay``), a CUDA event recorded right before the replay and one right
-    after, the events made beforehand. The methods are wrapped on their
-    objects and restored after. With 0: nothing."""
+    ``replays`` graph replays (``torch.cuda.CUDAGraph.replay``, whether the
+    runner reaches it through its graph backend's ``replay`` or through a
+    replay it keeps per size), a CUDA event recorded right before the replay
+    and one right after, the events made beforehand. The method is wrapped on
+    its class and restored after. With 0: nothing. ``runners``: those whose
+    graphs replay meanwhile (the only graphs replayed then)."""
     import torch
 
-    backends = [r.runner.backend for r in runners] if replays else []
+    if not replays:
+        yield
+        return
     pairs = iter(
         [tuple(torch.cuda.Event(enable_timing=True) for _ in range(2)) for _ in range(replays)]
     )
+    graph = torch.cuda.CUDAGraph
+    own, replay = vars(graph).get("replay"), graph.replay
 
-    def timed(replay):
-        def call(*args, **kwargs):
-            before, after = next(pairs)
-            before.record()
-            out = replay(*args, **kwargs)
-            after.record()
-            marks.append((before, after))
-            return out
+    def call(self, *args, **kwargs):
+        before, after = next(pairs)
+        before.record()
+        out = replay(self, *args, **kwargs)
+        after.record()
+        marks.append((before, after))
+        return out
 
-        return call
-
-    for backend in backends:
-        backend.replay = timed(backend.replay)
+    graph.replay = call
     try:
         yield
     finally:
-        for backend in backends:
-            del backend.replay
+        if own is None:
+            del graph.replay
+        else:
+            graph.replay = own
 
 
 # What ``time_execute`` attributes an ``execute``'s host time to: (section,

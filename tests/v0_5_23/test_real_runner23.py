@@ -185,12 +185,21 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
             "BreakableCudaGraphBackend" if breakable else "FullCudaGraphBackend"
         ), r
         assert r["debug_eager"] is breakable, r
+        # 0014's replay kept per captured size: every runner took it at some
+        # unpadded size, but the debug breakable backend (which keeps none) and
+        # the decode runners' two graphs per size (the general path's variants).
+        decode = r["runner"].startswith("DecodeCudaGraphRunner")
+        if tree == "base":
+            assert r["kept"] is None, r
+        elif breakable or (variant == "double_capture" and decode):
+            assert r["kept"] is False, r
+        else:
+            assert r["kept"], r
         assert r["replays"] == replays
         assert r["layers"] == _layers(variant, r["runner"], r["setup"])
         assert r["compared"] == replays * r["layers"]  # every layer of every replay
         assert r["max_rel_err"] < 1e-9, r  # float64 reference: only rounding
         assert r["stale_rel_err"] > 0.1, r  # the control: stale metadata shows
-        decode = r["runner"].startswith("DecodeCudaGraphRunner")
         if r["runner"] == "DecodeCudaGraphRunner (target verify)":
             assert set(r["paths"]) == VERIFY_PATHS, r
         # The decode runners' two graphs per size, each replayed.
