@@ -71,7 +71,19 @@ CASES = {
     "TestReplayViews": (("test_kept_per_size",), False, False),
     "TestModelContext": (("test_selects_only_another_layout",), False, False),
     "TestKeptReplay": (
-        ("test_draft", "test_draft_extend", "test_verify", "test_verify_modes"),
+        (
+            "test_draft",
+            "test_draft_modes",
+            "test_draft_extend",
+            "test_draft_extend_modes",
+            "test_verify",
+            "test_verify_modes",
+        ),
+        False,
+        False,
+    ),
+    "TestBackendReplayer": (
+        ("test_kept_until_cleanup", "test_none_for_a_subclass_replaying_otherwise"),
         False,
         False,
     ),
