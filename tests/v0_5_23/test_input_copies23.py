@@ -83,7 +83,11 @@ CASES = {
         False,
     ),
     "TestBackendReplayer": (
-        ("test_kept_until_cleanup", "test_none_for_a_subclass_replaying_otherwise"),
+        (
+            "test_kept_until_cleanup",
+            "test_pool_scope_while_borrowing",
+            "test_none_for_a_subclass_replaying_otherwise",
+        ),
         False,
         False,
     ),
