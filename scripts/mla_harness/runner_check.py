@@ -53,6 +53,7 @@ summary per setup and runner.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -1228,6 +1229,108 @@ class RunnerCheck:
             report.append(row)
         return report
 
+    def pairs(self, iterations: int, warmup: int = 3, blocks: int = 10) -> list:
+        """The EAGLE iteration with the runners' kept replays (0014's
+        ``_keeps_replays``) and with them turned off, which sends every batch
+        down the general path, in this one process, per size all three runners
+        captured. Single calls: ``iterations`` pairs of iterations, each
+        runner's ``execute`` timed alone with the GPU idle before it (as
+        ``time_execute``), the iteration's figure the sum of the three. Back to
+        back: ``blocks`` pairs of ``loop``'s run of ``iterations`` iterations
+        (after ``warmup`` more), a block's figure the median of its
+        iterations. A pair's two halves run milliseconds apart, in an order
+        that alternates, so a process's own speed (up to 2x between processes)
+        cancels in each pair. Per mode the median of those figures, and the
+        pairs whose kept half was lower. Empty on a tree without kept replays
+        and where a runner keeps none at a size."""
+        import statistics
+
+        import torch
+
+        cuda = self.device.startswith("cuda")
+        runners = [r.runner for r in self.runners]
+        if not all(_kept_sizes(runner) is not None and runner._keeps_replays for runner in runners):
+            return []
+        sizes = sorted(set.intersection(*(set(r.capture_bs) for r in runners)))
+        spent, report = [], []
+
+        def keep(on: bool) -> None:
+            for runner in runners:
+                runner._keeps_replays = on
+
+        def single(bs: int) -> float:
+            calls = [r.ready(bs)[1] for r in self.runners]
+            spent.clear()
+            for call in calls:
+                call()
+            return sum(spent)
+
+        def block(bs: int) -> float:
+            calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
+            host = []
+            if cuda:
+                torch.cuda.synchronize()
+            for iteration in calls:
+                start = self.clock()
+                for call in iteration:
+                    call()
+                host.append((self.clock() - start) * 1e6)
+            if cuda:
+                torch.cuda.synchronize()
+            return statistics.median(host[warmup:])
+
+        def compare(bs: int, count: int, measure) -> tuple:
+            """``count`` pairs of ``measure(bs)``, kept and general, in turn."""
+            figures = {True: [], False: []}
+            for i in range(count):
+                for on in (True, False) if i % 2 == 0 else (False, True):
+                    keep(on)
+                    figures[on].append(measure(bs))
+            lower = sum(k < g for k, g in zip(figures[True], figures[False], strict=True))
+            return statistics.median(figures[True]), statistics.median(figures[False]), lower
+
+        try:
+            for bs in sizes:
+                keep(True)
+                row = {"pairs": True, "bs": bs, "iterations": iterations, "blocks": blocks}
+                with _timed_executes(runners, spent, self.clock, cuda):
+                    for _ in range(warmup):
+                        single(bs)  # the first batch of a size keeps its replay
+                    if any(bs not in _kept_sizes(runner) for runner in runners):
+                        continue
+                    single_us = compare(bs, iterations, single)
+                loop_us = compare(bs, blocks, block)
+                for name, (kept, general, lower) in (("single", single_us), ("loop", loop_us)):
+                    row[f"{name}_kept_us"], row[f"{name}_general_us"] = kept, general
+                    row[f"{name}_kept_lower"] = lower
+                report.append(row)
+        finally:
+            keep(True)
+        return report
+
+
+@contextlib.contextmanager
+def _timed_executes(runners: list, spent: list, clock, cuda: bool):
+    """Each of ``runners``' ``execute`` appends its host µs (by ``clock``) to
+    ``spent``, the GPU synchronized before each call on CUDA; restored after."""
+    import torch
+
+    def timed(*args, execute, **kwargs):
+        if cuda:
+            torch.cuda.synchronize()
+        start = clock()
+        out = execute(*args, **kwargs)
+        spent.append((clock() - start) * 1e6)
+        return out
+
+    for runner in runners:
+        runner.execute = functools.partial(timed, execute=runner.execute)
+    try:
+        yield
+    finally:
+        for runner in runners:
+            del runner.execute
+
 
 # ``loop``'s transitions between an iteration's graphs, in the runners' order
 # (draft, verify, draft extend), the last one into the next iteration's draft.
@@ -1485,6 +1588,15 @@ def main(argv=None) -> int:
         help="with --time: also N back-to-back EAGLE iterations per size (RunnerCheck.loop)",
     )
     parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of the checks: per size N pairs of EAGLE iterations with the runners' kept"
+        " replays and without them, in this process, and 10 pairs of N back to back"
+        " (RunnerCheck.pairs); a tree with kept replays",
+    )
+    parser.add_argument(
         "--host-only",
         action="store_true",
         help="CPU, with --time: a graph replay re-runs nothing (replacement 16), so execute's"
@@ -1503,8 +1615,10 @@ def main(argv=None) -> int:
         help="server configuration beyond the defaults (VARIANTS)",
     )
     args = parser.parse_args(argv)
-    if args.host_only and (args.device == "cuda" or not args.time):
-        raise UserError("--host-only: a CPU measurement, with --time")
+    if args.host_only and (args.device == "cuda" or not (args.time or args.pairs)):
+        raise UserError("--host-only: a CPU measurement, with --time or --pairs")
+    if args.pairs and (args.time or args.loop):
+        raise UserError("--pairs: a measurement of its own, without --time and --loop")
     child.enter(args)
     from . import replacements
     from .sglang_api import current
@@ -1527,7 +1641,7 @@ def main(argv=None) -> int:
         setups = ((dict(setups[0][0], max_bs=sizes[-1]), sizes),)
     for i, (kwargs, capture_bs) in enumerate(setups):
         # An EAGLE server's runners; a plain one's.
-        for speculative in (True, False) if variant.decode else (True,):
+        for speculative in (True, False) if variant.decode and not args.pairs else (True,):
             with contextlib.ExitStack() as stack:
                 stack.enter_context(replacements.cuda_factories_on_cpu(args.device == "cuda"))
                 check = RunnerCheck(
@@ -1541,7 +1655,10 @@ def main(argv=None) -> int:
                     variant=variant,
                     host_only=args.host_only,
                 )
-                rows = check.time_execute(args.time) if args.time else check.run(args.replays)
+                if args.pairs:
+                    rows = check.pairs(args.pairs)
+                else:
+                    rows = check.time_execute(args.time) if args.time else check.run(args.replays)
                 if args.loop and speculative:
                     rows += check.loop(args.loop)
                 report.extend({"setup": i, **r} for r in rows)

@@ -6,7 +6,9 @@ methods of ``SECTIONS`` on the runner's objects). Driven here on a runner
 object of the test's own (this checks the harness's bookkeeping, not SGLang),
 two paths alternating as the verify runner's do: each call sees the wrappers
 installed or not, and the rows count and combine what each kind of call
-measured. ``--host-only`` is refused off a CPU measurement, in one line.
+measured. ``RunnerCheck.pairs`` alternates each runner's kept replay on and
+off within one process and restores it. ``--host-only`` is refused off a CPU
+measurement, and ``--pairs`` beside ``--time``, in one line.
 """
 
 from __future__ import annotations
@@ -95,14 +97,90 @@ def test_whole_calls_carry_no_section_timers():
     assert "init_forward_metadata_out_graph" not in vars(check.runner.attn_backend)
 
 
-def test_host_only_refused_off_a_cpu_time_measurement(trees_of):
+class _KeptRunner:
+    """A runner with 0014's switch: ``execute`` keeps a replay per size while
+    ``_keeps_replays`` is on, and takes 300 µs more without one."""
+
+    capture_bs = (1, 2)
+
+    def __init__(self, sizes=(1, 2)):
+        self._keeps_replays, self._kept_replays, self.sizes = True, {}, sizes
+        self.seen = []  # per execute: (bs, kept replay on, execute wrapped)
+
+    def execute(self, bs):
+        self.seen.append((bs, self._keeps_replays, "execute" in vars(self)))
+        if self._keeps_replays and bs in self.sizes:
+            self._kept_replays[bs] = True
+        else:
+            time.sleep(300e-6)
+
+
+class _KeptCheck:
+    name, label = "Fake", ""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def ready(self, bs):
+        return None, lambda: self.runner.execute(bs)
+
+
+def _pairs(*runners, **kwargs):
+    env = SimpleNamespace(
+        runners=[_KeptCheck(r) for r in runners], device="cpu", clock=time.perf_counter
+    )
+    return runner_check.RunnerCheck.pairs(env, **kwargs)
+
+
+def test_pairs_alternate_the_kept_replay_in_one_process():
+    a, b = _KeptRunner(), _KeptRunner()
+    rows = _pairs(a, b, iterations=4, warmup=1, blocks=2)
+    assert [r["bs"] for r in rows] == [1, 2]
+    for r in rows:
+        # Each pair's general half took the 300 µs more.
+        assert r["single_kept_lower"] == 4 and r["loop_kept_lower"] == 2
+        assert r["single_general_us"] - r["single_kept_us"] > 2 * 250
+        assert r["loop_general_us"] - r["loop_kept_us"] > 2 * 250
+    for runner in (a, b):
+        per_size = [s for s in runner.seen if s[0] == 1]
+        # 1 warm-up, 4 single pairs (timed: execute wrapped), 2 pairs of
+        # blocks of 1 + 4 iterations (not wrapped); the order alternates.
+        single = [on for _, on, wrapped in per_size[1:9] if wrapped]
+        assert single == [True, False, False, True] * 2
+        blocks = [on for _, on, wrapped in per_size[9:] if not wrapped]
+        assert blocks == [True] * 5 + [False] * 10 + [True] * 5
+        assert runner._keeps_replays and "execute" not in vars(runner)
+
+
+def test_pairs_only_where_every_runner_keeps_its_replay():
+    class Before:  # a tree without kept replays
+        capture_bs = (1, 2)
+
+        def execute(self, bs):
+            raise AssertionError("not run")
+
+    assert _pairs(_KeptRunner(), Before(), iterations=2) == []
+    off = _KeptRunner()
+    off._keeps_replays = False  # its modes rule kept replays out
+    assert _pairs(_KeptRunner(), off, iterations=2) == [] and not off._keeps_replays
+    assert off.seen == []
+    # One runner keeps no replay at bs 2: that size is left out.
+    rows = _pairs(_KeptRunner(), _KeptRunner(sizes=(1,)), iterations=2, warmup=1, blocks=2)
+    assert [r["bs"] for r in rows] == [1]
+
+
+def test_refused_in_one_line(trees_of):
     tree = trees_of("v0.5.23")["patched"]
-    for device, args in (("cuda", ["--time", "2"]), ("cpu", [])):
+    host_only = "--host-only: a CPU measurement, with --time or --pairs"
+    pairs = "--pairs: a measurement of its own, without --time and --loop"
+    for device, args, error in (
+        ("cuda", ["--host-only", "--time", "2"], host_only),
+        ("cpu", ["--host-only"], host_only),
+        ("cpu", ["--pairs", "2", "--time", "2"], pairs),
+    ):
         cmd = [sys.executable, "-m", "mla_harness.runner_check", "--tree", str(tree)]
-        cmd += ["--device", device, "--host-only", *args]
+        cmd += ["--device", device, *args]
         proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True)
         assert proc.returncode != 0
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        assert lines == [
-            "mla_harness.runner_check: error: --host-only: a CPU measurement, with --time"
-        ], proc.stderr
+        assert lines == [f"mla_harness.runner_check: error: {error}"], proc.stderr
