@@ -1238,8 +1238,9 @@ class RunnerCheck:
         ``time_execute``), the iteration's figure the sum of the three. Back to
         back: ``blocks`` pairs of ``loop``'s run of ``iterations`` iterations
         (after ``warmup`` more), a block's figure the median of its
-        iterations. A pair's two halves run milliseconds apart, in an order
-        that alternates, so a process's own speed (up to 2x between processes)
+        iterations. A pair's two halves run milliseconds apart on the same
+        paths (verify's pre-planned batches alike), in an order that
+        alternates, so a process's own speed (up to 2x between processes)
         cancels in each pair. Per mode the median of those figures, and the
         pairs whose kept half was lower. Empty on a tree without kept replays
         and where a runner keeps none at a size."""
@@ -1280,10 +1281,15 @@ class RunnerCheck:
             return statistics.median(host[warmup:])
 
         def compare(bs: int, count: int, measure) -> tuple:
-            """``count`` pairs of ``measure(bs)``, kept and general, in turn."""
+            """``count`` pairs of ``measure(bs)``, kept and general, in turn; both
+            halves of a pair start from the same ``path`` (verify's alternates
+            a pre-planned batch with one that is not)."""
             figures = {True: [], False: []}
             for i in range(count):
+                paths = [r.path for r in self.runners]
                 for on in (True, False) if i % 2 == 0 else (False, True):
+                    for r, path in zip(self.runners, paths, strict=True):
+                        r.path = path
                     keep(on)
                     figures[on].append(measure(bs))
             lower = sum(k < g for k, g in zip(figures[True], figures[False], strict=True))

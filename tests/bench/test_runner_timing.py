@@ -116,25 +116,33 @@ class _KeptRunner:
 
 
 class _KeptCheck:
+    """``runner_check``'s per-runner object; its ``path`` alternates at each
+    call, as verify's pre-planned batches do."""
+
     name, label = "Fake", ""
 
     def __init__(self, runner):
-        self.runner = runner
+        self.runner, self.path, self.paths = runner, "execute", []
 
     def ready(self, bs):
-        return None, lambda: self.runner.execute(bs)
+        def run():
+            self.path = "load_batch, execute" if self.path == "execute" else "execute"
+            self.paths.append(self.path)
+            return self.runner.execute(bs)
+
+        return None, run
 
 
 def _pairs(*runners, **kwargs):
     env = SimpleNamespace(
         runners=[_KeptCheck(r) for r in runners], device="cpu", clock=time.perf_counter
     )
-    return runner_check.RunnerCheck.pairs(env, **kwargs)
+    return runner_check.RunnerCheck.pairs(env, **kwargs), env.runners
 
 
 def test_pairs_alternate_the_kept_replay_in_one_process():
     a, b = _KeptRunner(), _KeptRunner()
-    rows = _pairs(a, b, iterations=4, warmup=1, blocks=2)
+    rows, checks = _pairs(a, b, iterations=4, warmup=1, blocks=2)
     assert [r["bs"] for r in rows] == [1, 2]
     for r in rows:
         # Each pair's general half took the 300 µs more.
@@ -150,6 +158,14 @@ def test_pairs_alternate_the_kept_replay_in_one_process():
         blocks = [on for _, on, wrapped in per_size[9:] if not wrapped]
         assert blocks == [True] * 5 + [False] * 10 + [True] * 5
         assert runner._keeps_replays and "execute" not in vars(runner)
+    for check in checks:
+        # A pair's two halves take the same paths: per size, after the
+        # warm-up, 4 pairs of single calls, then 2 pairs of 5-call blocks.
+        for size in (check.paths[:29], check.paths[29:]):
+            single, blocks = size[1:9], size[9:]
+            assert all(single[i] == single[i + 1] for i in range(0, 8, 2))
+            assert single[0] != single[2]  # and alternate from pair to pair
+            assert blocks[:5] == blocks[5:10] and blocks[10:15] == blocks[15:]
 
 
 def test_pairs_only_where_every_runner_keeps_its_replay():
@@ -159,13 +175,13 @@ def test_pairs_only_where_every_runner_keeps_its_replay():
         def execute(self, bs):
             raise AssertionError("not run")
 
-    assert _pairs(_KeptRunner(), Before(), iterations=2) == []
+    assert _pairs(_KeptRunner(), Before(), iterations=2)[0] == []
     off = _KeptRunner()
     off._keeps_replays = False  # its modes rule kept replays out
-    assert _pairs(_KeptRunner(), off, iterations=2) == [] and not off._keeps_replays
+    assert _pairs(_KeptRunner(), off, iterations=2)[0] == [] and not off._keeps_replays
     assert off.seen == []
     # One runner keeps no replay at bs 2: that size is left out.
-    rows = _pairs(_KeptRunner(), _KeptRunner(sizes=(1,)), iterations=2, warmup=1, blocks=2)
+    rows, _ = _pairs(_KeptRunner(), _KeptRunner(sizes=(1,)), iterations=2, warmup=1, blocks=2)
     assert [r["bs"] for r in rows] == [1]
 
 
