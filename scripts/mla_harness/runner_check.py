@@ -1229,21 +1229,27 @@ class RunnerCheck:
             report.append(row)
         return report
 
-    def pairs(self, iterations: int, warmup: int = 3, blocks: int = 10) -> list:
+    def pairs(
+        self, iterations: int, warmup: int = 3, blocks: int = 10, block_iterations: int = 30
+    ) -> list:
         """The EAGLE iteration with the runners' kept replays (0014's
         ``_keeps_replays``) and with them turned off, which sends every batch
         down the general path, in this one process, per size all three runners
         captured. Single calls: ``iterations`` pairs of iterations, each
         runner's ``execute`` timed alone with the GPU idle before it (as
         ``time_execute``), the iteration's figure the sum of the three. Back to
-        back: ``blocks`` pairs of ``loop``'s run of ``iterations`` iterations
-        (after ``warmup`` more), a block's figure the median of its
-        iterations. A pair's two halves run milliseconds apart on the same
-        paths (verify's pre-planned batches alike), in an order that
-        alternates, so a process's own speed (up to 2x between processes)
-        cancels in each pair. Per mode the median of those figures, and the
-        pairs whose kept half was lower. Empty on a tree without kept replays
-        and where a runner keeps none at a size."""
+        back: ``blocks`` pairs of ``loop``'s run of ``block_iterations``
+        iterations (after ``warmup`` more), a block's figure the median of its
+        iterations. Both halves of a pair start from the same verify path (a
+        pre-planned batch, every other one, takes the general path in both
+        modes) and run milliseconds apart, kept first in two pairs of four, so
+        a process's own speed (up to 2x between processes) cancels in each
+        pair. Both modes are warmed up at each size. One row per size, measure
+        and verify path (single calls: pre-planned or not; back to back: both
+        in each block): the medians per mode and the pairs whose kept half was
+        lower. Host time only. Empty on a tree without kept replays; stops
+        where a runner turns them off (a backend without ``replayer``); leaves
+        out a size a runner keeps none for."""
         import statistics
 
         import torch
@@ -1255,19 +1261,20 @@ class RunnerCheck:
         sizes = sorted(set.intersection(*(set(r.capture_bs) for r in runners)))
         spent, report = [], []
 
-        def keep(on: bool) -> None:
-            for runner in runners:
-                runner._keeps_replays = on
+        def verify_path() -> str:
+            """The path the last iteration's verify took ("execute" for the others)."""
+            return next((r.path for r in self.runners if r.path != "execute"), "execute")
 
-        def single(bs: int) -> float:
+        def single(bs: int) -> tuple:
             calls = [r.ready(bs)[1] for r in self.runners]
             spent.clear()
             for call in calls:
                 call()
-            return sum(spent)
+            return sum(spent), verify_path()
 
-        def block(bs: int) -> float:
-            calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
+        def block(bs: int) -> tuple:
+            count = warmup + block_iterations
+            calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(count)]
             host = []
             if cuda:
                 torch.cuda.synchronize()
@@ -1278,41 +1285,63 @@ class RunnerCheck:
                 host.append((self.clock() - start) * 1e6)
             if cuda:
                 torch.cuda.synchronize()
-            return statistics.median(host[warmup:])
+            return statistics.median(host[warmup:]), "both"
 
-        def compare(bs: int, count: int, measure) -> tuple:
-            """``count`` pairs of ``measure(bs)``, kept and general, in turn; both
-            halves of a pair start from the same ``path`` (verify's alternates
-            a pre-planned batch with one that is not)."""
-            figures = {True: [], False: []}
-            for i in range(count):
-                paths = [r.path for r in self.runners]
-                for on in (True, False) if i % 2 == 0 else (False, True):
-                    for r, path in zip(self.runners, paths, strict=True):
-                        r.path = path
-                    keep(on)
-                    figures[on].append(measure(bs))
-            lower = sum(k < g for k, g in zip(figures[True], figures[False], strict=True))
-            return statistics.median(figures[True]), statistics.median(figures[False]), lower
+        def compare(bs: int, count: int, measure) -> dict:
+            """``count`` pairs of ``measure(bs)``: {verify path: [(kept, general)]}."""
+            by_path = {}
+            try:
+                for i in range(count):
+                    paths, halves = [r.path for r in self.runners], {}
+                    for on in (True, False) if i // 2 % 2 == 0 else (False, True):
+                        for r, path in zip(self.runners, paths, strict=True):
+                            r.path = path
+                        _keep_replays(runners, on)
+                        halves[on] = measure(bs)
+                    (kept, path), (general, _) = halves[True], halves[False]
+                    by_path.setdefault(path, []).append((kept, general))
+            finally:
+                _keep_replays(runners, True)
+            return by_path
 
-        try:
-            for bs in sizes:
-                keep(True)
-                row = {"pairs": True, "bs": bs, "iterations": iterations, "blocks": blocks}
-                with _timed_executes(runners, spent, self.clock, cuda):
+        for bs in sizes:
+            with _timed_executes(runners, spent, self.clock, cuda):
+                for _ in range(warmup):
+                    single(bs)  # the first batch of a size keeps its replay
+                if not all(runner._keeps_replays for runner in runners):
+                    break  # turned off for good: nothing to compare
+                if any(bs not in runner._kept_replays for runner in runners):
+                    continue
+                try:
+                    _keep_replays(runners, False)
                     for _ in range(warmup):
-                        single(bs)  # the first batch of a size keeps its replay
-                    if any(bs not in _kept_sizes(runner) for runner in runners):
-                        continue
-                    single_us = compare(bs, iterations, single)
-                loop_us = compare(bs, blocks, block)
-                for name, (kept, general, lower) in (("single", single_us), ("loop", loop_us)):
-                    row[f"{name}_kept_us"], row[f"{name}_general_us"] = kept, general
-                    row[f"{name}_kept_lower"] = lower
-                report.append(row)
-        finally:
-            keep(True)
+                        single(bs)
+                finally:
+                    _keep_replays(runners, True)
+                singles = compare(bs, iterations, single)
+            loops = compare(bs, blocks, block)
+            for measure, n, by_path in (("single", 1, singles), ("loop", block_iterations, loops)):
+                for path, figures in sorted(by_path.items()):
+                    kept, general = zip(*figures, strict=True)
+                    report.append(
+                        {
+                            "pairs": measure,
+                            "bs": bs,
+                            "verify": path,
+                            "count": len(figures),
+                            "iterations": n,
+                            "kept_us": statistics.median(kept),
+                            "general_us": statistics.median(general),
+                            "kept_lower": sum(k < g for k, g in figures),
+                        }
+                    )
         return report
+
+
+def _keep_replays(runners: list, on: bool) -> None:
+    """Turn the runners' kept replays on or off (0014's ``_keeps_replays``)."""
+    for runner in runners:
+        runner._keeps_replays = on
 
 
 @contextlib.contextmanager
@@ -1329,12 +1358,14 @@ def _timed_executes(runners: list, spent: list, clock, cuda: bool):
         spent.append((clock() - start) * 1e6)
         return out
 
-    for runner in runners:
-        runner.execute = functools.partial(timed, execute=runner.execute)
+    wrapped = []
     try:
+        for runner in runners:
+            runner.execute = functools.partial(timed, execute=runner.execute)
+            wrapped.append(runner)
         yield
     finally:
-        for runner in runners:
+        for runner in wrapped:
             del runner.execute
 
 
@@ -1599,7 +1630,7 @@ def main(argv=None) -> int:
         default=0,
         metavar="N",
         help="instead of the checks: per size N pairs of EAGLE iterations with the runners' kept"
-        " replays and without them, in this process, and 10 pairs of N back to back"
+        " replays and without them, in this process, and 10 pairs of 30 back to back"
         " (RunnerCheck.pairs); a tree with kept replays",
     )
     parser.add_argument(

@@ -99,20 +99,39 @@ def test_whole_calls_carry_no_section_timers():
 
 class _KeptRunner:
     """A runner with 0014's switch: ``execute`` keeps a replay per size while
-    ``_keeps_replays`` is on, and takes 300 µs more without one."""
+    ``_keeps_replays`` is on, and takes 300 µs more without one (on
+    ``_CLOCK``, which only its calls advance: no timing noise). ``turns_off``:
+    its backend keeps no replay, so its first kept call turns them off for
+    good; ``fails_at``: its call of that number raises; ``cold``: each of the
+    first 3 calls after ``_keeps_replays`` is set takes that many seconds more."""
 
     capture_bs = (1, 2)
 
-    def __init__(self, sizes=(1, 2)):
-        self._keeps_replays, self._kept_replays, self.sizes = True, {}, sizes
+    def __init__(self, sizes=(1, 2), turns_off=False, fails_at=None, cold=0.0):
+        self.__dict__.update(_keeps_replays=True, _since_set=3)
+        self._kept_replays, self.sizes = {}, sizes
+        self.turns_off, self.fails_at, self.cold = turns_off, fails_at, cold
         self.seen = []  # per execute: (bs, kept replay on, execute wrapped)
+
+    def __setattr__(self, name, value):
+        if name == "_keeps_replays":
+            self.__dict__["_since_set"] = 0
+        super().__setattr__(name, value)
 
     def execute(self, bs):
         self.seen.append((bs, self._keeps_replays, "execute" in vars(self)))
+        if len(self.seen) == self.fails_at:
+            raise RuntimeError("a failing replay")
+        _CLOCK.now += 100e-6
+        if self.__dict__["_since_set"] < 3:
+            self.__dict__["_since_set"] += 1
+            _CLOCK.now += self.cold
+        if self._keeps_replays and self.turns_off:
+            self._keeps_replays = False
         if self._keeps_replays and bs in self.sizes:
             self._kept_replays[bs] = True
         else:
-            time.sleep(300e-6)
+            _CLOCK.now += 300e-6
 
 
 class _KeptCheck:
@@ -133,39 +152,56 @@ class _KeptCheck:
         return None, run
 
 
+_CLOCK = SimpleNamespace(now=0.0)
+
+
 def _pairs(*runners, **kwargs):
     env = SimpleNamespace(
-        runners=[_KeptCheck(r) for r in runners], device="cpu", clock=time.perf_counter
+        runners=[_KeptCheck(r) for r in runners], device="cpu", clock=lambda: _CLOCK.now
     )
     return runner_check.RunnerCheck.pairs(env, **kwargs), env.runners
 
 
 def test_pairs_alternate_the_kept_replay_in_one_process():
     a, b = _KeptRunner(), _KeptRunner()
-    rows, checks = _pairs(a, b, iterations=4, warmup=1, blocks=2)
-    assert [r["bs"] for r in rows] == [1, 2]
+    rows, checks = _pairs(a, b, iterations=8, warmup=1, blocks=2, block_iterations=4)
+    pre, plain = "load_batch, execute", "execute"
+    assert [(r["bs"], r["pairs"], r["verify"], r["count"]) for r in rows] == [
+        (bs, *row)
+        for bs in (1, 2)
+        for row in (("single", plain, 4), ("single", pre, 4), ("loop", "both", 2))
+    ]
     for r in rows:
-        # Each pair's general half took the 300 µs more.
-        assert r["single_kept_lower"] == 4 and r["loop_kept_lower"] == 2
-        assert r["single_general_us"] - r["single_kept_us"] > 2 * 250
-        assert r["loop_general_us"] - r["loop_kept_us"] > 2 * 250
+        # Each pair's general half took the 300 µs more, per runner.
+        assert r["kept_lower"] == r["count"]
+        assert abs(r["general_us"] - r["kept_us"] - 2 * 300) < 1e-3
     for runner in (a, b):
-        per_size = [s for s in runner.seen if s[0] == 1]
-        # 1 warm-up, 4 single pairs (timed: execute wrapped), 2 pairs of
-        # blocks of 1 + 4 iterations (not wrapped); the order alternates.
-        single = [on for _, on, wrapped in per_size[1:9] if wrapped]
-        assert single == [True, False, False, True] * 2
-        blocks = [on for _, on, wrapped in per_size[9:] if not wrapped]
-        assert blocks == [True] * 5 + [False] * 10 + [True] * 5
+        per_size = [[s[1:] for s in runner.seen if s[0] == bs] for bs in (1, 2)]
+        # Per size: a warm-up call per mode and 8 single pairs (execute
+        # wrapped), then 2 pairs of blocks of 1 + 4 calls (not wrapped); the
+        # kept half first in two pairs of four.
+        for calls in per_size:
+            assert len(calls) == 1 + 1 + 16 + 2 * 2 * 5
+            assert calls[:2] == [(True, True), (False, True)]
+            assert calls[2:18] == [(on, True) for on in [True, False] * 2 + [False, True] * 2] * 2
+            assert calls[18:] == [(on, False) for on in [True] * 5 + [False] * 5] * 2
         assert runner._keeps_replays and "execute" not in vars(runner)
     for check in checks:
-        # A pair's two halves take the same paths: per size, after the
-        # warm-up, 4 pairs of single calls, then 2 pairs of 5-call blocks.
-        for size in (check.paths[:29], check.paths[29:]):
-            single, blocks = size[1:9], size[9:]
-            assert all(single[i] == single[i + 1] for i in range(0, 8, 2))
-            assert single[0] != single[2]  # and alternate from pair to pair
+        for size in (check.paths[:38], check.paths[38:]):
+            single, blocks = size[2:18], size[18:]
+            # Both halves of a pair take the same path; pairs alternate it.
+            assert all(single[i] == single[i + 1] != single[i + 2] for i in range(0, 14, 2))
             assert blocks[:5] == blocks[5:10] and blocks[10:15] == blocks[15:]
+
+
+def test_pairs_leave_the_warm_up_out_of_a_block():
+    # The first 3 calls after each switch take 20 ms more: a block of 3
+    # warm-up and 2 timed iterations is timed on the 2 (100 and 400 µs).
+    rows, _ = _pairs(_KeptRunner(cold=0.02), iterations=1, warmup=3, blocks=2, block_iterations=2)
+    loops = [r for r in rows if r["pairs"] == "loop"]
+    assert len(loops) == 2
+    for r in loops:
+        assert abs(r["kept_us"] - 100) < 1e-3 and abs(r["general_us"] - 400) < 1e-3
 
 
 def test_pairs_only_where_every_runner_keeps_its_replay():
@@ -180,9 +216,26 @@ def test_pairs_only_where_every_runner_keeps_its_replay():
     off._keeps_replays = False  # its modes rule kept replays out
     assert _pairs(_KeptRunner(), off, iterations=2)[0] == [] and not off._keeps_replays
     assert off.seen == []
+    # A backend without a replayer turns them off at the first kept call:
+    # nothing is measured, and they stay off.
+    other, without = _KeptRunner(), _KeptRunner(turns_off=True)
+    assert _pairs(other, without, iterations=2, warmup=1)[0] == []
+    assert not without._keeps_replays and other._keeps_replays and len(without.seen) == 1
     # One runner keeps no replay at bs 2: that size is left out.
     rows, _ = _pairs(_KeptRunner(), _KeptRunner(sizes=(1,)), iterations=2, warmup=1, blocks=2)
-    assert [r["bs"] for r in rows] == [1]
+    assert {r["bs"] for r in rows} == {1}
+
+
+def test_pairs_restore_the_runners_when_a_replay_fails():
+    for fails_at in (5, 25):  # in a single pair; in a block
+        runner = _KeptRunner(fails_at=fails_at)
+        try:
+            _pairs(runner, iterations=4, warmup=1, blocks=2, block_iterations=4)
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the failure was not raised")
+        assert runner._keeps_replays and "execute" not in vars(runner)
 
 
 def test_refused_in_one_line(trees_of):
