@@ -1184,33 +1184,12 @@ class RunnerCheck:
         host time only."""
         import statistics
 
-        import torch
-
         cuda = self.device.startswith("cuda")
         sizes = sorted(set.intersection(*(set(r.runner.capture_bs) for r in self.runners)))
         report = []
         per = len(self.runners)
         for bs in sizes:
-
-            def run(events: bool, bs=bs) -> tuple:
-                """One run of ``warmup + iterations``: host µs per iteration and,
-                with ``events``, each replay's (event before, event after)."""
-                calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(warmup + iterations)]
-                marks = []
-                with graph_events(self.runners, marks, len(calls) * per if events else 0):
-                    if cuda:
-                        torch.cuda.synchronize()
-                    host = []
-                    for iteration in calls:
-                        start = self.clock()
-                        for call in iteration:
-                            call()
-                        host.append((self.clock() - start) * 1e6)
-                    if cuda:
-                        torch.cuda.synchronize()
-                return host, marks
-
-            host, _ = run(events=False)
+            host = self.back_to_back(bs, warmup + iterations)
             row = {
                 "loop": True,
                 "bs": bs,
@@ -1218,7 +1197,8 @@ class RunnerCheck:
                 "host_us": statistics.median(host[warmup:]),
             }
             if cuda:
-                _, marks = run(events=True)
+                marks = []
+                self.back_to_back(bs, warmup + iterations, marks)
                 marks = marks[warmup * per :]
                 for k, name in enumerate(TRANSITIONS):
                     row[f"{name}_us"] = statistics.median(
@@ -1228,6 +1208,30 @@ class RunnerCheck:
                 row["idle_us"] = sum(row[f"{name}_us"] for name in TRANSITIONS)
             report.append(row)
         return report
+
+    def back_to_back(self, bs: int, count: int, marks: list | None = None) -> list:
+        """Host µs of each of ``count`` EAGLE iterations at ``bs`` run back to
+        back (the runners' calls in turn, on batches built beforehand, nothing
+        waiting for the GPU in between; synchronized before and after on
+        CUDA). With ``marks`` (CUDA): each graph replay's event pair appended
+        to it (``graph_events``)."""
+        import torch
+
+        cuda = self.device.startswith("cuda")
+        calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(count)]
+        replays = count * len(self.runners) if marks is not None else 0
+        host = []
+        with graph_events(self.runners, marks, replays):
+            if cuda:
+                torch.cuda.synchronize()
+            for iteration in calls:
+                start = self.clock()
+                for call in iteration:
+                    call()
+                host.append((self.clock() - start) * 1e6)
+            if cuda:
+                torch.cuda.synchronize()
+        return host
 
     def pairs(
         self, iterations: int, warmup: int = 3, blocks: int = 10, block_iterations: int = 30
@@ -1252,8 +1256,6 @@ class RunnerCheck:
         out a size a runner keeps none for."""
         import statistics
 
-        import torch
-
         cuda = self.device.startswith("cuda")
         runners = [r.runner for r in self.runners]
         if not all(_kept_sizes(runner) is not None and runner._keeps_replays for runner in runners):
@@ -1273,18 +1275,7 @@ class RunnerCheck:
             return sum(spent), verify_path()
 
         def block(bs: int) -> tuple:
-            count = warmup + block_iterations
-            calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(count)]
-            host = []
-            if cuda:
-                torch.cuda.synchronize()
-            for iteration in calls:
-                start = self.clock()
-                for call in iteration:
-                    call()
-                host.append((self.clock() - start) * 1e6)
-            if cuda:
-                torch.cuda.synchronize()
+            host = self.back_to_back(bs, warmup + block_iterations)
             return statistics.median(host[warmup:]), "both"
 
         def compare(bs: int, count: int, measure) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
+from types import MethodType, SimpleNamespace
 
 from mla_harness import runner_check, subprocess_env
 
@@ -159,6 +159,7 @@ def _pairs(*runners, **kwargs):
     env = SimpleNamespace(
         runners=[_KeptCheck(r) for r in runners], device="cpu", clock=lambda: _CLOCK.now
     )
+    env.back_to_back = MethodType(runner_check.RunnerCheck.back_to_back, env)
     return runner_check.RunnerCheck.pairs(env, **kwargs), env.runners
 
 
