@@ -1627,8 +1627,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--host-only",
         action="store_true",
-        help="CPU, with --time: a graph replay re-runs nothing (replacement 16), so execute's"
-        " time is the host's work around the graph launch; times are the thread's CPU time",
+        help="CPU, with --time or --pairs: a graph replay re-runs nothing (replacement 16), so"
+        " execute's time is the host's work around the graph launch; times are the thread's"
+        " CPU time",
     )
     parser.add_argument(
         "--sizes",
