@@ -75,6 +75,11 @@ class Store:
                 f"{self.folder} holds {len(kept)} runner processes of an unfinished run:"
                 " --resume continues it, or move the folder away"
             )
+        if resume and not kept:
+            raise UserError(
+                f"--resume: {self.folder} holds no process of an unfinished run (a finished"
+                " run's record is latest.json beside it): run without --resume to measure anew"
+            )
         if kept:
             try:
                 earlier = json.loads(recorded.read_text())["settings"]

@@ -176,6 +176,25 @@ def test_an_unfinished_run_is_not_overwritten_nor_resumed_with_other_settings(
     assert _store(tmp_path, moved, resume=True).done()
 
 
+def test_a_resume_with_nothing_to_resume_is_refused_before_measuring(tmp_path, monkeypatch):
+    # A run that finished removed its folder; --resume then would measure
+    # every process again (minutes of GPU time): refused, naming the folder.
+    trees = _trees(tmp_path, ("base", "patched"))
+    fake = FakeRunner(dict(trees))
+    monkeypatch.setattr(bench, "run_child", fake)
+    store = _store(tmp_path, trees)
+    bench.runner_times(trees, CFG, 3, store=store)
+    store.remove()
+    with pytest.raises(UserError, match=r"--resume: .*runner-rounds holds no process") as error:
+        _store(tmp_path, trees, resume=True)
+    assert len(str(error.value).splitlines()) == 1
+    assert not (tmp_path / runner_rounds.FOLDER).exists()
+    # A folder whose run ended no process: the same.
+    (tmp_path / runner_rounds.FOLDER).mkdir()
+    with pytest.raises(UserError, match="holds no process of an unfinished run"):
+        _store(tmp_path, trees, resume=True)
+
+
 def test_the_bench_resumed_writes_the_record_and_tables_of_one_run(tmp_path, monkeypatch):
     # make bench --runners-only, whole; then stopped after 3 processes and
     # resumed: the same tables, the same record but for its dates.
@@ -219,3 +238,8 @@ def test_the_bench_resumed_writes_the_record_and_tables_of_one_run(tmp_path, mon
     assert len(two["runner_processes"]) == 6
     assert not (tmp_path / "two" / runner_rounds.FOLDER).exists()  # all in the record now
     assert not list((tmp_path / "two").glob("*.png"))  # no metadata, no chart
+    # Resumed once more, the run being whole: refused, nothing measured.
+    idle = FakeRunner(paths)
+    with pytest.raises(UserError, match="holds no process of an unfinished run"):
+        bench_run(str(tmp_path / "two"), idle, "--resume")
+    assert idle.ran == []
