@@ -419,7 +419,8 @@ def runner_rounds(times: dict) -> dict:
     the list of the rounds' median µs of the whole ``execute`` and of each
     part of it (``RUNNER_PARTS``: the out-of-graph metadata call, the buffer
     copies, the graph launch, the rest; timed in calls of their own, every
-    other call, so the section timers stay out of the whole-call times), and the
+    other call, so the section timers stay out of the whole-call times), of
+    verify's ``load_batch`` where planned ahead (None in records before it), and the
     launches and device-to-host reads of one ``execute`` (exact: every round
     must count the same)."""
     joined = {}
@@ -433,6 +434,7 @@ def runner_rounds(times: dict) -> dict:
                 row = rows.setdefault(key, {"counts": set(), **{p: [] for p in RUNNER_PARTS}})
                 for part in RUNNER_PARTS:
                     row[part].append(r[f"{part}_us"])
+                row.setdefault("load_batch", []).append(r.get("load_batch_us"))
                 row["counts"].add((r["launches"], r["syncs"]))
         for key, row in rows.items():
             if len(row["counts"]) != 1:
@@ -478,6 +480,36 @@ def runner_iterations(joined: dict, labels=("base", "patched")) -> dict:
     return {key: it for key, it in out.items() if it["runners"] == 3}
 
 
+PLANNED = "load_batch, execute"  # runner_check's path of a verify planned ahead
+
+
+def runner_planned_iterations(joined: dict, labels=("base", "patched")) -> dict:
+    """Per (setup, bs), the EAGLE iteration as v0.5.23's EAGLE worker runs
+    it, verify planned ahead (``eagle_utils.py:398-409``): per tree, each
+    round's draft and draft-extend ``execute`` plus verify's ``load_batch``
+    and ``execute`` on that path; only where every round timed that
+    ``load_batch``."""
+    out = {}
+    for setup, runner, bs, path in sorted(joined[labels[0]]):
+        if path != PLANNED:
+            continue
+        sums = {}
+        for label in labels:
+            rows = joined[label]
+            verify = rows.get((setup, runner, bs, path))
+            drafts = [
+                rows.get((setup, name, bs, "execute"))
+                for name in ("EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
+            ]
+            if verify is None or None in drafts or None in verify["load_batch"]:
+                break
+            parts = [verify["execute"], verify["load_batch"], *(d["execute"] for d in drafts)]
+            sums[label] = [sum(xs) for xs in zip(*parts, strict=True)]
+        else:
+            out[setup, bs] = sums
+    return out
+
+
 def runner_report(times: dict, cpus: list) -> str:
     """``--runners``' tables: ``runner_markdown`` of each tree against the one
     before it (``--without-last``: v0.5.23 against the series less its last
@@ -512,7 +544,9 @@ def runner_loop_markdown(times: dict) -> str:
     gaps = ("draft_to_verify_us", "verify_to_extend_us", "extend_to_draft_us", "idle_us")
     lines = [
         "Back-to-back EAGLE iterations (draft, verify, draft extend execute, each on a batch"
-        " built beforehand, nothing waiting for the GPU in between): host µs per iteration,"
+        " built beforehand, verify planned ahead, its load_batch included (runner_check since"
+        " 2026-12-05; before, every other one), nothing waiting for the GPU in between):"
+        " host µs per iteration,"
         " and the GPU's µs between one runner's graph ending and the next one's starting"
         " (the GPU waiting for the host, plus the next runner's input copies), per"
         " transition and their sum; the median of the processes' medians (their range):",
@@ -596,8 +630,8 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
         )
     lines += [
         "",
-        "EAGLE iteration (draft + verify + draft extend execute; verify's metadata call is "
-        "inside its execute here, in load_batch when planned ahead), per setup and size: "
+        "EAGLE iteration (draft + verify + draft extend execute; verify not planned ahead, "
+        "its load_batch and metadata call inside its execute), per setup and size: "
         "each process's sums, their median (range); \"share\": the metadata calls' part of "
         'the same process\'s execute; "change": of the execute medians, between processes:',
         "",
@@ -632,6 +666,21 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
                 pair(*(med(_minus(t["execute"], t["metadata"])) for t in (b, p))),
             )
         )
+    planned = runner_planned_iterations(joined, labels)
+    if planned:
+        lines += [
+            "",
+            "EAGLE iteration as v0.5.23's EAGLE worker runs it, verify planned ahead "
+            "(eagle_utils.py:398-409: its load_batch and mark, then its execute; the GPU "
+            "idle before each): draft execute + verify load_batch + verify execute + draft "
+            "extend execute, each process's sum, their median (range):",
+            "",
+            _row("setup", "bs", "µs base", "µs patched", "change"),
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for (setup, bs), sums in planned.items():
+            b, p = sums[a], sums[b_name]
+            lines.append(_row(setup, bs, _span(b), _span(p), f"{med(p) / med(b) - 1:+.1%}"))
     return "\n".join(lines)
 
 

@@ -176,6 +176,9 @@ class Runner:
             )
         self.runner = None
         self.path = "execute"  # how the last replay was made
+        self.plan_always = False  # verify: plan every batch ahead (``back_to_back``)
+        self.plan_idle = False  # verify: the GPU synchronized before planning (``time_execute``)
+        self.plan_us = None  # verify: the last batch planned ahead, its load_batch's host µs
         self.orders_checked = 0  # CPU re-runs whose marker order was checked
         self.dynamo = None  # torch.compile: dynamo's counts over this runner's captures
         self.layer = None  # the attention layer's fields (``attention.layer``)
@@ -631,10 +634,12 @@ class FrozenKVRunner(Runner):
 
 class VerifyRunner(Runner):
     """``DecodeCudaGraphRunner`` of the target worker: TARGET_VERIFY (EAGLE),
-    every request at ``num_draft_tokens``. Replayed as the EAGLE worker does
-    when it plans verify ahead (``eagle_utils.py:398-409``: ``load_batch``,
-    the batch marked ready, then ``execute``) or not (``execute`` alone),
-    alternately."""
+    every request at ``num_draft_tokens``. Replayed as v0.5.23's EAGLE worker
+    does, which plans every graphed verify ahead (``eagle_utils.py:398-409``:
+    ``load_batch``, the batch marked ready, then ``execute``), or as a caller
+    that does not (``execute`` alone; DFlash's ``dflash_info.py:125`` plans
+    without marking), alternately; with ``plan_always``, every batch planned
+    ahead."""
 
     name, module = "DecodeCudaGraphRunner", DECODE
     label = "DecodeCudaGraphRunner (target verify)"
@@ -769,17 +774,24 @@ class VerifyRunner(Runner):
             fb.lora_ids = ["adapter"] * fb.batch_size if self.adapter else None
 
     def ready(self, raw_bs: int):
+        import torch
+
         batch, fb = self.batch(raw_bs)
         self.lora(fb)
         assert self.runner.can_run_graph(fb), raw_bs
 
         def run():
-            if self.path == "execute":  # eagle_prepare_for_verify, every other one
+            # eagle_prepare_for_verify: every other one, or each with plan_always
+            if self.path == "execute" or self.plan_always:
                 self.path = "load_batch, execute"
+                if self.plan_idle:
+                    torch.cuda.synchronize()
+                start = self.env.clock()
                 self.runner.load_batch(fb)
                 fb.mark_forward_metadata_ready()
+                self.plan_us = (self.env.clock() - start) * 1e6
             else:
-                self.path = "execute"
+                self.path, self.plan_us = "execute", None
             out = self.outputs(self.runner.execute(fb), raw_bs)
             self.check_order()
             return out
@@ -1088,7 +1100,9 @@ class RunnerCheck:
         timers add) and ``rest_us``, ``execute_us`` less the sections'
         medians. Then, per path, one more ``execute`` under
         ``launches.count_launches`` (what it launches from the host, the
-        graph replay included, and its device-to-host reads)."""
+        graph replay included, and its device-to-host reads). Verify planned
+        ahead: also ``load_batch_us``, its ``load_batch`` and mark (GPU idle
+        before them too), the median over the path's timed calls."""
         import statistics
 
         import torch
@@ -1130,16 +1144,18 @@ class RunnerCheck:
                 samples.append({"sectioned": total * 1e6, **{k: v * 1e6 for k, v in spans.items()}})
                 return out
 
-            r.runner.execute = timed
+            r.runner.execute, r.plan_idle = timed, cuda
             try:
                 for bs in r.runner.capture_bs:
-                    by_path, counts = {}, {}
+                    by_path, counts, plans = {}, {}, {}
                     calls.clear()
                     for i in range(warmup + 2 * repeats):
                         samples.clear()
                         r.replay(bs)
                         if i >= warmup:
                             by_path.setdefault(r.path, []).extend(samples)
+                            if getattr(r, "plan_us", None) is not None:
+                                plans.setdefault(r.path, []).append(r.plan_us)
                     while set(counts) != set(by_path):
                         counted[:] = [None]
                         r.replay(bs)
@@ -1165,16 +1181,23 @@ class RunnerCheck:
                                 "sectioned_execute_us": median("sectioned"),
                                 "launches": counts[path].launches,
                                 "syncs": counts[path].syncs,
+                                **(
+                                    {"load_batch_us": statistics.median(plans[path])}
+                                    if path in plans
+                                    else {}
+                                ),
                             }
                         )
             finally:
                 del r.runner.execute
+                r.plan_idle = False
         return report
 
     def loop(self, iterations: int, warmup: int = 3) -> list:
         """Back-to-back EAGLE iterations (the draft, verify and draft-extend
-        ``execute`` in turn, each on a batch built beforehand, nothing waiting
-        for the GPU in between), per size all three runners captured: the host
+        ``execute`` in turn, each on a batch built beforehand, verify planned
+        ahead as v0.5.23's EAGLE worker plans it, nothing waiting for the GPU
+        in between), per size all three runners captured: the host
         µs per iteration and, on CUDA, per iteration the GPU time between one
         runner's graph and the next one's (``TRANSITIONS``: the GPU waiting for
         the host, plus the next runner's input copies), each the median over
@@ -1211,26 +1234,33 @@ class RunnerCheck:
 
     def back_to_back(self, bs: int, count: int, marks: list | None = None) -> list:
         """Host µs of each of ``count`` EAGLE iterations at ``bs`` run back to
-        back (the runners' calls in turn, on batches built beforehand, nothing
-        waiting for the GPU in between; synchronized before and after on
-        CUDA). With ``marks`` (CUDA): each graph replay's event pair appended
-        to it (``graph_events``)."""
+        back (the runners' calls in turn, on batches built beforehand, verify
+        planned ahead (``plan_always``; its ``load_batch`` inside the
+        iteration's time), nothing waiting for the GPU in between;
+        synchronized before and after on CUDA). With ``marks`` (CUDA): each
+        graph replay's event pair appended to it (``graph_events``)."""
         import torch
 
         cuda = self.device.startswith("cuda")
         calls = [[r.ready(bs)[1] for r in self.runners] for _ in range(count)]
         replays = count * len(self.runners) if marks is not None else 0
         host = []
-        with graph_events(self.runners, marks, replays):
-            if cuda:
-                torch.cuda.synchronize()
-            for iteration in calls:
-                start = self.clock()
-                for call in iteration:
-                    call()
-                host.append((self.clock() - start) * 1e6)
-            if cuda:
-                torch.cuda.synchronize()
+        try:
+            for r in self.runners:
+                r.plan_always = True
+            with graph_events(self.runners, marks, replays):
+                if cuda:
+                    torch.cuda.synchronize()
+                for iteration in calls:
+                    start = self.clock()
+                    for call in iteration:
+                        call()
+                    host.append((self.clock() - start) * 1e6)
+                if cuda:
+                    torch.cuda.synchronize()
+        finally:
+            for r in self.runners:
+                r.plan_always = False
         return host
 
     def pairs(
@@ -1243,14 +1273,16 @@ class RunnerCheck:
         runner's ``execute`` timed alone with the GPU idle before it (as
         ``time_execute``), the iteration's figure the sum of the three. Back to
         back: ``blocks`` pairs of ``loop``'s run of ``block_iterations``
-        iterations (after ``warmup`` more), a block's figure the median of its
-        iterations. Both halves of a pair start from the same verify path (a
-        pre-planned batch, every other one, takes the general path in both
-        modes) and run milliseconds apart, kept first in two pairs of four, so
-        a process's own speed (up to 2x between processes) cancels in each
-        pair. Both modes are warmed up at each size. One row per size, measure
-        and verify path (single calls: pre-planned or not; back to back: both
-        in each block): the medians per mode and the pairs whose kept half was
+        iterations (after ``warmup`` more; verify planned ahead in each, as
+        ``back_to_back`` runs it), a block's figure the median of its
+        iterations. Both halves of a single pair start from the same verify
+        path (a pre-planned batch, every other one, takes the general path in
+        both modes; its ``load_batch`` is not in the figure) and run
+        milliseconds apart, kept first in two pairs of four, so a process's
+        own speed (up to 2x between processes) cancels in each pair. Both
+        modes are warmed up at each size. One row per size, measure and verify
+        path (single calls: pre-planned or not; back to back: pre-planned,
+        its ``load_batch`` in the figure): the medians per mode and the pairs whose kept half was
         lower. Host time only. Empty on a tree without kept replays; stops
         where a runner turns them off (a backend without ``replayer``); leaves
         out a size a runner keeps none for."""
@@ -1276,7 +1308,7 @@ class RunnerCheck:
 
         def block(bs: int) -> tuple:
             host = self.back_to_back(bs, warmup + block_iterations)
-            return statistics.median(host[warmup:]), "both"
+            return statistics.median(host[warmup:]), "load_batch, execute"
 
         def compare(bs: int, count: int, measure) -> dict:
             """``count`` pairs of ``measure(bs)``: {verify path: [(kept, general)]}."""

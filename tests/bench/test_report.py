@@ -227,6 +227,23 @@ def test_runner_table_sums_the_iteration_without_plain_decode_or_preplanned_veri
     assert draft in text
 
 
+def test_runner_table_sums_the_iteration_the_eagle_worker_runs_where_load_batch_was_timed():
+    # Verify planned ahead (v0.5.23's EAGLE worker): draft + extend execute
+    # (140 s) + verify's load_batch (10) and execute (5000) after it, per
+    # process; none in a record whose rows lack load_batch_us.
+    title = "EAGLE iteration as v0.5.23's EAGLE worker runs it"
+    assert title not in report.runner_markdown(RUNNER_TIMES, [14, 15])
+    times = copy.deepcopy(RUNNER_TIMES)
+    for rounds in times.values():
+        for rows in rounds:
+            rows[-1]["load_batch_us"] = 10.0  # the pre-planned verify row
+    text = report.runner_markdown(times, [14, 15])
+    assert title in text
+    assert "| 0 | 2 | 5150.0 (5136.0-5430.0) | 5080.0 (5066.0-5290.0) | -1.4% |" in text
+    del times["patched"][1][-1]["load_batch_us"]  # one round without it: no row
+    assert title not in report.runner_markdown(times, [14, 15])
+
+
 def test_runner_tables_render_from_a_saved_record(tmp_path, capsys):
     record = tmp_path / "bench.json"
     record.write_text(json.dumps({"runners": RUNNER_TIMES, "runner_cpus": [14, 15]}))

@@ -59,11 +59,17 @@ class _Check:
 
     def __init__(self):
         self.runner = _Runner()
-        self.path = "execute"
+        self.path, self.sizes = "execute", set()
 
     def replay(self, bs):
         self.path = "load_batch, execute" if self.path == "execute" else "execute"
         self.runner.path = self.path
+        # A batch planned ahead: its load_batch's µs, 1000 on a size's first
+        # call (the warm-up), 10 after.
+        first = bs not in self.sizes
+        self.sizes.add(bs)
+        planned = self.path == "load_batch, execute"
+        self.plan_us = (1000.0 if first else 10.0) if planned else None
         return None, self.runner.execute(None)
 
 
@@ -88,6 +94,8 @@ def test_whole_calls_carry_no_section_timers():
     ]
     for r in rows:
         assert r["samples"] == r["sectioned_samples"] == 3
+        # Planned ahead: its load_batch's median over the timed calls only.
+        assert r.get("load_batch_us") == (10.0 if r["path"] == "load_batch, execute" else None)
         parts = sum(r[f"{k}_us"] for k in runner_check.SECTION_NAMES)
         assert abs(r["rest_us"] - (r["execute_us"] - parts)) < 1e-9
         assert r["buffers_us"] == 0.0  # no buffer registry on this runner
@@ -136,7 +144,8 @@ class _KeptRunner:
 
 class _KeptCheck:
     """``runner_check``'s per-runner object; its ``path`` alternates at each
-    call, as verify's pre-planned batches do."""
+    call, as verify's pre-planned batches do, or stays pre-planned while
+    ``plan_always`` is set."""
 
     name, label = "Fake", ""
 
@@ -145,7 +154,8 @@ class _KeptCheck:
 
     def ready(self, bs):
         def run():
-            self.path = "load_batch, execute" if self.path == "execute" else "execute"
+            planned = self.path == "execute" or getattr(self, "plan_always", False)
+            self.path = "load_batch, execute" if planned else "execute"
             self.paths.append(self.path)
             return self.runner.execute(bs)
 
@@ -170,7 +180,7 @@ def test_pairs_alternate_the_kept_replay_in_one_process():
     assert [(r["bs"], r["pairs"], r["verify"], r["count"]) for r in rows] == [
         (bs, *row)
         for bs in (1, 2)
-        for row in (("single", plain, 4), ("single", pre, 4), ("loop", "both", 2))
+        for row in (("single", plain, 4), ("single", pre, 4), ("loop", "load_batch, execute", 2))
     ]
     for r in rows:
         # Each pair's general half took the 300 µs more, per runner.
@@ -192,7 +202,9 @@ def test_pairs_alternate_the_kept_replay_in_one_process():
             single, blocks = size[2:18], size[18:]
             # Both halves of a pair take the same path; pairs alternate it.
             assert all(single[i] == single[i + 1] != single[i + 2] for i in range(0, 14, 2))
-            assert blocks[:5] == blocks[5:10] and blocks[10:15] == blocks[15:]
+            # Back to back, every verify planned ahead, as the EAGLE worker does.
+            assert set(blocks) == {"load_batch, execute"}
+        assert not check.plan_always
 
 
 def test_pairs_leave_the_warm_up_out_of_a_block():
