@@ -1276,8 +1276,8 @@ class RunnerCheck:
         iterations (after ``warmup`` more; verify planned ahead in each, as
         ``back_to_back`` runs it), a block's figure the median of its
         iterations. Both halves of a single pair start from the same verify
-        path (a pre-planned batch, every other one, takes the general path in
-        both modes; its ``load_batch`` is not in the figure) and run
+        path (a pre-planned batch every other one, its ``load_batch`` not in
+        the figure) and run
         milliseconds apart, kept first in two pairs of four, so a process's
         own speed (up to 2x between processes) cancels in each pair. Both
         modes are warmed up at each size. One row per size, measure and verify

@@ -77,6 +77,7 @@ CASES = {
             "test_draft_extend",
             "test_draft_extend_modes",
             "test_verify",
+            "test_verify_planned",
             "test_verify_modes",
         ),
         False,
