@@ -7,8 +7,9 @@ import glob
 import json
 import os
 import sys
-from functools import lru_cache
-from math import comb
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../scripts"))
+from mla_bench.ranks import p_lower  # noqa: E402
 
 SUMMED = ("EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
 VERIFY = "DecodeCudaGraphRunner (target verify)"
@@ -24,24 +25,6 @@ def figures(path, bs):
         elif r["runner"] in SUMMED or (r["runner"] == VERIFY and r["path"] == "execute"):
             total += r["execute_us"]
     return round(total, 1), round(loop, 1)
-
-
-@lru_cache(maxsize=None)
-def ways(u, n, m):
-    """Orderings of n and m values in which exactly u (x, y) pairs have x < y."""
-    if u < 0:
-        return 0
-    if n == 0 or m == 0:
-        return int(u == 0)
-    # the largest value is an x (beats no y) or a y (every x is below it)
-    return ways(u, n - 1, m) + ways(u - n, n, m - 1)
-
-
-def p_lower(a, b):
-    """P(U >= observed) under no difference; U counts pairs with a < b."""
-    seen = sum(x < y for x in a for y in b)
-    n, m = len(a), len(b)
-    return seen, sum(ways(u, n, m) for u in range(seen, n * m + 1)) / comb(n + m, n)
 
 
 trees = {}
