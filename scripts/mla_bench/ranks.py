@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from functools import lru_cache
+from functools import cache
 from math import comb
 from pathlib import Path
 
@@ -59,7 +59,7 @@ def figures(rows: list, bs: int) -> tuple:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _ways(u: int, n: int, m: int) -> int:
     """Orderings of n and m distinct values in which exactly u (x, y) pairs have x < y."""
     if u < 0:

@@ -59,7 +59,12 @@ def _process(draft, extend, alone, planned, load_batch, loop, bs=1):
             "execute_us": planned,
             "load_batch_us": load_batch,
         },
-        {**row, "runner": "EAGLEDraftExtendCudaGraphRunner", "path": "execute", "execute_us": extend},
+        {
+            **row,
+            "runner": "EAGLEDraftExtendCudaGraphRunner",
+            "path": "execute",
+            "execute_us": extend,
+        },
         {**row, "runner": "DecodeCudaGraphRunner (decode)", "path": "execute", "execute_us": 999.0},
         {"loop": True, "bs": bs, "host_us": loop},
     ]
