@@ -78,6 +78,7 @@ CASES = {
             "test_draft_extend_modes",
             "test_verify",
             "test_verify_planned",
+            "test_verify_gathered",
             "test_verify_modes",
         ),
         False,
