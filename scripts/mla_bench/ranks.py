@@ -99,8 +99,9 @@ def table(processes: dict, before: str, after: str) -> str:
     lines = []
     sizes = sorted({r["bs"] for rows in processes[after] for r in rows})
     for bs in sizes:
+        each = {t: [figures(rows, bs) for rows in processes[t]] for t in (before, after)}
         for i, what in enumerate(WAYS):
-            cols = {t: [figures(rows, bs)[i] for rows in processes[t]] for t in (before, after)}
+            cols = {t: [f[i] for f in each[t]] for t in (before, after)}
             if None in cols[before] + cols[after]:
                 continue  # a way some process did not measure
             seen, p = p_lower(cols[after], cols[before])
