@@ -264,6 +264,27 @@ On CPU only, in Triton's interpreter (5):
    without debug checks nothing either; every value a kernel computes or
    stores is unchanged.
 
+``kit_probe/run_kept_replay_cases.py`` runs 0014's CUDA-only upstream class
+``TestKeptReplayBuiltByInit`` (the kit's EAGLE draft and draft-extend runner
+cases, each runner built by its ``__init__``) on CPU: the kit's stand-ins
+(``kit_env``), 16 for the graphs, and (``kit_runner_cases_on_cpu``):
+
+27. The kit's CUDA host calls beside its tensors: ``_seeded_rng`` saves and
+   restores the CUDA generator's state (``torch.cuda.get_rng_state`` /
+   ``set_rng_state``), and its capture shim ``_single_rank_graph_capture``
+   makes a ``torch.cuda.Stream()`` where the capture loop passes none (16's
+   loop passes none). Without a GPU there is no CUDA generator to keep and
+   no stream to capture on: both are no-ops (the CPU generator is seeded and
+   restored as before).
+28. A re-run's forward context (16 with ``capture_context``). A graph
+   replays its kernels without Python; 16's re-run runs the model's Python
+   again, and the kit's model reads the forward context
+   (``get_token_to_kv_pool``), which the runners set only around capture
+   (``eagle_draft_cuda_graph_runner.py:584``,
+   ``eagle_draft_extend_cuda_graph_runner.py:545``). A re-run with no
+   context active runs under the one its capture ran under; the runners'
+   replay paths are unchanged.
+
 The translating pool (``unified_pool``, ``Setup.unified_pool``) replaces
 nothing: SGLang's own ``init_unified_mamba_pools`` builds the pools,
 allocator and ``req_to_token`` pool on the harness's device, and the model
@@ -837,13 +858,18 @@ _ABSENT = object()
 
 
 @contextlib.contextmanager
-def eager_graph_backend(freeze: tuple = (), rerun_graphs: bool = True):
+def eager_graph_backend(
+    freeze: tuple = (), rerun_graphs: bool = True, capture_context: bool = False
+):
     """Replacement 16 (CPU only): ``FullCudaGraphBackend`` records ``run_once``
     and a replay re-runs it; the capture loop's stream and memory probe are the
     host's. ``freeze``: attention backends whose ``forward_decode_metadata``
     each re-run first gets back as it was when that graph was captured.
     ``rerun_graphs`` False (a host-time measurement, never a check): a replay is the
-    real one less the graph launch, returning the capture's outputs."""
+    real one less the graph launch, returning the capture's outputs.
+    ``capture_context`` (28): a re-run with no forward context active runs
+    under the capture's."""
+    from sglang.srt.model_executor import forward_context
     from sglang.srt.model_executor.runner import decode_cuda_graph_runner as loop
     from sglang.srt.model_executor.runner_backend import full_cuda_graph_backend
     from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import (
@@ -857,6 +883,8 @@ def eager_graph_backend(freeze: tuple = (), rerun_graphs: bool = True):
         yield
 
     def capture_one(self, shape_key, forward_fn, capture_inputs=None, post_warmup_hook=None):
+        if capture_context:
+            forward_fn = _in_context(forward_fn, forward_context.get_forward_context())
         for _ in range(2):  # the real backend's two warm-ups
             self._tp_group.barrier()
             forward_fn()
@@ -899,6 +927,38 @@ def eager_graph_backend(freeze: tuple = (), rerun_graphs: bool = True):
     if "replayer" in vars(backend):  # the replay a runner keeps per key
         patches.append((backend, "replayer", replayer))
     with _patched([*_host_capture_loop(loop), *patches]):
+        yield
+
+
+def _in_context(forward_fn, context):
+    """Replacement 28: ``forward_fn`` run under ``context`` where no forward
+    context is active."""
+    from sglang.srt.model_executor import forward_context
+
+    def run():
+        if forward_context.has_forward_context():
+            return forward_fn()
+        forward_context.set_forward_context(context)
+        try:
+            return forward_fn()
+        finally:
+            forward_context.set_forward_context(None)
+
+    return run
+
+
+@contextlib.contextmanager
+def kit_runner_cases_on_cpu():
+    """Replacement 27 (CPU only): the kit's CUDA generator state and its
+    capture shim's stream, no-ops."""
+    import torch
+
+    patches = [
+        (torch.cuda, "get_rng_state", lambda device="cuda": None),
+        (torch.cuda, "set_rng_state", lambda new_state, device="cuda": None),
+        (torch.cuda, "Stream", lambda *args, **kwargs: None),
+    ]
+    with _patched(patches):
         yield
 
 

@@ -35,6 +35,14 @@ is the corrected one and the base tree's the kit as shipped:
   both trees): the patched tree's kit passes every case, the base tree's kit
   fails every one, at the verify eager leg's or the split-op forward's
   assert_close.
+- ``test_registered_kept_replay_built_by_init`` (CPU; on CUDA the upstream
+  file runs it): 0014's ``TestKeptReplayBuiltByInit``, which skips without
+  CUDA, run by ``scripts/kit_probe/run_kept_replay_cases.py`` with
+  ``device="cpu"`` (graphs re-run eagerly, replacements 16, 27, 28): on the
+  patched tree the kit's EAGLE draft and draft-extend runners, built by their
+  ``__init__``, replay their captured size through the kept replay and a
+  padded one through the general path, each output the kit's eager one's;
+  v0.5.23's runners have no kept replay to count.
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
@@ -57,7 +65,9 @@ from jobs import Job, group
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "scripts" / "kit_probe" / "run_kit_cases.py"
 RUN_REGISTERED = ROOT / "scripts" / "kit_probe" / "run_registered_cases.py"
+RUN_KEPT = ROOT / "scripts" / "kit_probe" / "run_kept_replay_cases.py"
 UPSTREAM_PATH = "test/registered/attention/unittests/test_runner_prefix_past_page.py"
+KEPT_PATH = "test/registered/model_executor/test_cuda_graph_input_copies.py"
 NAME43 = "v" * 43  # seed 3133: request 0's pages [3, 1, 4, 2]
 
 pytestmark = pytest.mark.base("v0.5.23")
@@ -95,6 +105,13 @@ REGISTERED = [
 SHIPPED_AT = {
     "verify": "speculative_cuda_graph_runner.py:203:",  # the eager leg
     "split_op": "split_op_runner.py:358:",  # the split forward against the reference
+}
+
+# 0014's TestKeptReplayBuiltByInit: its cases' runners, and what each lacks on
+# v0.5.23 (the kept replay the class counts).
+KEPT = {
+    "EAGLEDraftCudaGraphRunner": "_replay_kept_draft",
+    "EAGLEDraftExtendCudaGraphRunner": "_replay_kept_extend",
 }
 
 KIT_COST = 35  # CPU seconds of one tree's run of CASES (2-core CPU, 2026-12-03)
@@ -141,6 +158,14 @@ def kit_jobs(request) -> dict:
         for tree, path in trees.items():
             args = ([*cmd, "--tree", str(path)], len(REGISTERED), tree, environ)
             jobs["registered", tree] = Job(_rows, args, KIT_COST / 2)
+    # 0014's class of runners built by __init__: on CUDA the upstream file runs
+    # it itself (test_input_copies23).
+    kept_file = trees["patched"].parent / KEPT_PATH
+    if device == "cpu" and kept_file.is_file():  # else the test fails, naming it
+        cmd = [sys.executable, str(RUN_KEPT), "--test-file", str(kept_file)]
+        for tree, path in trees.items():
+            args = ([*cmd, "--tree", str(path)], len(KEPT), tree, environ)
+            jobs["kept", tree] = Job(_rows, args, KIT_COST / 2)
     return jobs
 
 
@@ -184,3 +209,21 @@ def test_registered_prefix_past_page(kit23, trees):
     assert all(r["ok"] for r in out["patched"]), out["patched"]
     for r in out["base"]:  # the kit as shipped: where each runner compares first
         assert not r["ok"] and r["error"].startswith(SHIPPED_AT[r["runner"]]), r
+
+
+def test_registered_kept_replay_built_by_init(kit23, trees, device):
+    """0014's upstream class of runners built by ``__init__`` (CUDA only
+    upstream), run on CPU by ``run_kept_replay_cases.py``: on the queue each
+    runner replays its captured size through the kept replay and a padded one
+    through the general path, each output the kit's eager one's; v0.5.23's
+    runners have no kept replay to count."""
+    if device != "cpu":
+        pytest.skip("on CUDA the upstream file runs the class itself (test_input_copies23)")
+    kept_file = trees["patched"].parent / KEPT_PATH
+    if not kept_file.is_file():
+        pytest.fail(f"upstream test file missing: {kept_file} (make apply BASE=v0.5.23)")
+    patched, base = kit23["kept", "patched"], kit23["kept", "base"]
+    assert [r["runner"] for r in patched] == list(KEPT), patched
+    assert all(r["ok"] for r in patched), patched
+    for r in base:
+        assert not r["ok"] and r["error"].endswith(f"no attribute '{KEPT[r['runner']]}'"), r
