@@ -11,10 +11,8 @@ the copies a registry keeps (one per set of slots) and the draft / draft-extend
 runners' (one per set of optional fields); the decode runner's replay views kept
 per captured size, and a runner's model context selecting its shared-expert
 layout only where another is selected; and (0014) each runner's replay kept
-per captured size against its general path on the same batches, the
-batches and modes that keep the general path, and (CUDA only; on CPU
-``test_kit23`` runs it) the kit's draft runners built by ``__init__`` taking
-it. Each tree runs it in the child pytest
+per captured size against its general path on the same batches, and the
+batches and modes that keep the general path. Each tree runs it in the child pytest
 that runs the series' other upstream files (``test_registered23``: that tree
 first on the path, the harness's replacements installed first; that module
 also checks the child exits 0). The patched tree must pass every case that runs
@@ -86,7 +84,6 @@ CASES = {
         False,
         False,
     ),
-    "TestKeptReplayBuiltByInit": (("test_kept_at_a_captured_size",), False, True),
     "TestBackendReplayer": (
         (
             "test_kept_until_cleanup",

@@ -36,7 +36,7 @@ is the corrected one and the base tree's the kit as shipped:
   fails every one, at the verify eager leg's or the split-op forward's
   assert_close.
 - ``test_registered_kept_replay_built_by_init`` (CPU; on CUDA the upstream
-  file runs it): 0014's ``TestKeptReplayBuiltByInit``, which skips without
+  file runs it): 0014's ``test_runner_kept_replay.py``, which skips without
   CUDA, run by ``scripts/kit_probe/run_kept_replay_cases.py`` with
   ``device="cpu"`` (graphs re-run eagerly, replacements 16, 27, 28): on the
   patched tree the kit's EAGLE draft and draft-extend runners, built by their
@@ -67,7 +67,7 @@ RUN = ROOT / "scripts" / "kit_probe" / "run_kit_cases.py"
 RUN_REGISTERED = ROOT / "scripts" / "kit_probe" / "run_registered_cases.py"
 RUN_KEPT = ROOT / "scripts" / "kit_probe" / "run_kept_replay_cases.py"
 UPSTREAM_PATH = "test/registered/attention/unittests/test_runner_prefix_past_page.py"
-KEPT_PATH = "test/registered/model_executor/test_cuda_graph_input_copies.py"
+KEPT_PATH = "test/registered/attention/unittests/test_runner_kept_replay.py"
 NAME43 = "v" * 43  # seed 3133: request 0's pages [3, 1, 4, 2]
 
 pytestmark = pytest.mark.base("v0.5.23")
@@ -159,7 +159,7 @@ def kit_jobs(request) -> dict:
             args = ([*cmd, "--tree", str(path)], len(REGISTERED), tree, environ)
             jobs["registered", tree] = Job(_rows, args, KIT_COST / 2)
     # 0014's class of runners built by __init__: on CUDA the upstream file runs
-    # it itself (test_input_copies23).
+    # it itself (test_registered23).
     kept_file = trees["patched"].parent / KEPT_PATH
     if device == "cpu" and kept_file.is_file():  # else the test fails, naming it
         cmd = [sys.executable, str(RUN_KEPT), "--test-file", str(kept_file)]
@@ -218,7 +218,7 @@ def test_registered_kept_replay_built_by_init(kit23, trees, device):
     through the general path, each output the kit's eager one's; v0.5.23's
     runners have no kept replay to count."""
     if device != "cpu":
-        pytest.skip("on CUDA the upstream file runs the class itself (test_input_copies23)")
+        pytest.skip("on CUDA the upstream file runs the class itself (test_registered23)")
     kept_file = trees["patched"].parent / KEPT_PATH
     if not kept_file.is_file():
         pytest.fail(f"upstream test file missing: {kept_file} (make apply BASE=v0.5.23)")

@@ -1,18 +1,20 @@
 """The series' upstream test files, run on both v0.5.23 trees.
 
-The series adds five upstream test files to SGLang (``FILES``); ``make apply``
+The series adds six upstream test files to SGLang (``FILES``); ``make apply``
 puts them in the patched tree (``build/v0.5.23/sglang``). Each tree runs them
 in two child pytests with that tree first on the path and the harness's
 replacements installed first (``registered_env23``, a ``-p`` plugin;
-``CHILDREN``: the kit-fix file's import builds parallel state that the DP
-padding file's topology check refuses, so it runs apart, as upstream's CI runs
-each file in a process of its own; the other four share one child, as each
-would spend most of its time importing the tree); the case groups below are
-then read off the children's reports, each named after the patch whose case
-it is (the input copies file's, PR 7's, are ``test_input_copies23``'s). The
-patched tree must pass every group; 0009's file (the attention test kit's
-fix) skips without CUDA, so its groups are GPU-only and on CPU its child need
-only exit clean (``test_kit23`` runs its case tables on CPU). On v0.5.23 as
+``CHILDREN``: the attention test kit's import enters a parallel override for
+the whole process (``mla_attention.py:29-30``) that the DP padding file's
+topology check refuses, so the two files that use the kit run apart, as
+upstream's CI runs each file in a process of its own; the other four share
+one child, as each would spend most of its time importing the tree); the case
+groups below are then read off the children's reports, each named after the
+patch whose case it is (the input copies file's, PR 7's and PR 8's, are
+``test_input_copies23``'s). The patched tree must pass every group; 0009's
+file (the kit's fix) and 0014's kit file skip without CUDA, so their groups
+are GPU-only and on CPU their child need only exit clean (``test_kit23`` runs
+their case tables on CPU). On v0.5.23 as
 released the groups that check what the series changes must fail (strict
 xfail: a group passing on base fails this test); what the series must not
 change passes on both: the default-argument kernel parity and the FP4 KV
@@ -45,11 +47,12 @@ FILES = {
     "server_args": "test/registered/unit/server_args/test_trtllm_mla_fp4_kv_cache_args.py",
     "input_copies": "test/registered/model_executor/test_cuda_graph_input_copies.py",
     "prefix_past_page": "test/registered/attention/unittests/test_runner_prefix_past_page.py",
+    "kept_replay": "test/registered/attention/unittests/test_runner_kept_replay.py",
 }
 # the files each child runs, and its CPU seconds on one tree (2-core CPU, 2026-12-04)
 CHILDREN = (
     (("metadata", "dp_padding", "server_args", "input_copies"), 30),
-    (("prefix_past_page",), 15),
+    (("prefix_past_page", "kept_replay"), 15),  # the kit's files
 )
 # group -> (file key, its test methods, whether it passes on base, GPU only)
 GROUPS = {
@@ -143,6 +146,13 @@ GROUPS = {
     "0009_split_op_prefix_past_page": (
         "prefix_past_page",
         ("test_mla_split_op_extend_cases", "test_dense_split_op_extend_cases"),
+        False,
+        True,
+    ),
+    # on CPU: test_kit23's test_registered_kept_replay_built_by_init
+    "0014_kept_replay_built_by_init": (
+        "kept_replay",
+        ("test_kept_at_a_captured_size",),
         False,
         True,
     ),
