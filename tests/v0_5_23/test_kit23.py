@@ -38,11 +38,13 @@ is the corrected one and the base tree's the kit as shipped:
 - ``test_registered_kept_replay_built_by_init`` (CPU; on CUDA the upstream
   file runs it): 0014's ``test_runner_kept_replay.py``, which skips without
   CUDA, run by ``scripts/kit_probe/run_kept_replay_cases.py`` with
-  ``device="cpu"`` (graphs re-run eagerly, replacements 16, 27, 28): on the
-  patched tree the kit's EAGLE draft and draft-extend runners, built by their
-  ``__init__``, replay their captured size through the kept replay and a
-  padded one through the general path, each output the kit's eager one's;
-  v0.5.23's runners have no kept replay to count.
+  ``device="cpu"`` (graphs re-run eagerly, replacements 16, 27, 28; the
+  backend's ``replayer`` is 16's, so this checks the runners' side, and
+  ``TestBackendReplayer`` the real one): on the patched tree the kit's EAGLE
+  draft and draft-extend runners, built by their ``__init__``, replay their
+  captured size through the kept replay and a padded one through the general
+  path, each output the kit's eager one's; v0.5.23's runners have no kept
+  replay to count.
 
 Kernel: ``_run_decode_kernel`` replaced by a float32 paged MLA decode
 (``scripts/kit_probe/kit_env.paged_decode``; query token i sees keys up to
@@ -213,9 +215,9 @@ def test_registered_prefix_past_page(kit23, trees):
 
 def test_registered_kept_replay_built_by_init(kit23, trees, device):
     """0014's upstream class of runners built by ``__init__`` (CUDA only
-    upstream), run on CPU by ``run_kept_replay_cases.py``: on the queue each
-    runner replays its captured size through the kept replay and a padded one
-    through the general path, each output the kit's eager one's; v0.5.23's
+    upstream), run on CPU by ``run_kept_replay_cases.py``: on the patched tree
+    each runner replays its captured size through the kept replay and a padded
+    one through the general path, each output the kit's eager one's; v0.5.23's
     runners have no kept replay to count."""
     if device != "cpu":
         pytest.skip("on CUDA the upstream file runs the class itself (test_registered23)")
