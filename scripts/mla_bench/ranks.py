@@ -3,9 +3,10 @@ between two trees.
 
 ``python -m mla_bench.ranks SOURCE [BEFORE AFTER]``: SOURCE is a folder of
 ``runner_check --time --loop`` reports named ``<round>-<tree>.json`` (as
-``ci/results/cpu-2026-12-03-runner-host/rounds.sh`` writes them) or a bench
-record with ``--runners`` (its ``runners``); the trees default to ``before``
-and ``after``. Per batch size, each process's host µs per iteration three
+``ci/results/cpu-2026-12-03-runner-host/rounds.sh`` writes them, or the
+benchmark's ``runner-rounds/``, each report under ``report``: what a run cut
+short keeps) or a bench record with ``--runners`` (its ``runners``); the
+trees default to ``before`` and ``after``. Per batch size, each process's host µs per iteration three
 ways, and a one-sided exact Mann-Whitney test that AFTER is lower (no ties
 assumed):
 
@@ -85,7 +86,12 @@ def load(source: Path) -> dict:
             processes = {}
             for path in sorted(source.glob("*-*.json")):
                 tree = path.stem.split("-", 1)[1]
-                processes.setdefault(tree, []).append(json.loads(path.read_text()))
+                rows = json.loads(path.read_text())
+                if isinstance(rows, dict):  # the benchmark's kept round
+                    rows = rows["report"]
+                if not all(isinstance(r, dict) for r in rows):
+                    raise TypeError(f"{path.name} holds no report rows")
+                processes.setdefault(tree, []).append(rows)
             return processes
         return json.loads(source.read_text())["runners"]
     except (OSError, ValueError, KeyError, TypeError) as error:

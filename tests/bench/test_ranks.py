@@ -99,6 +99,15 @@ def test_the_command_on_a_folder_and_on_a_record(tmp_path, capsys):
     record.write_text(json.dumps({"runners": runners}))
     assert ranks.main([str(record), "without-last", "patched"]) == 0
     assert "patched < without-last: U = 4 of 4" in capsys.readouterr().out
+    # The benchmark's kept rounds (each report under "report"), beside its settings.
+    kept = tmp_path / "runner-rounds"
+    kept.mkdir()
+    (kept / "settings.json").write_text(json.dumps({"rounds": 5}))
+    for path in sorted(folder.glob("*.json")):
+        report = {"round": 1, "tree": path.stem, "report": json.loads(path.read_text())}
+        (kept / path.name).write_text(json.dumps(report))
+    assert ranks.main([str(kept)]) == 0
+    assert "  after < before: U = 4 of 4, p = 0.17" in capsys.readouterr().out
 
 
 def test_refused_in_one_line(tmp_path):
@@ -107,5 +116,10 @@ def test_refused_in_one_line(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(UserError, match="not runner reports nor a --runners record"):
         ranks.load(tmp_path / "bad.json")
+    rounds = tmp_path / "rounds"
+    rounds.mkdir()
+    (rounds / "1-before.json").write_text(json.dumps(["not a row"]))
+    with pytest.raises(UserError, match="1-before.json holds no report rows"):
+        ranks.load(rounds)
     with pytest.raises(UserError, match="two trees"):
         ranks.main([str(tmp_path), "only-one"])
