@@ -6,9 +6,9 @@ between two trees.
 ``ci/results/cpu-2026-12-03-runner-host/rounds.sh`` writes them, or the
 benchmark's ``runner-rounds/``, each report under ``report``: what a run cut
 short keeps) or a bench record with ``--runners`` (its ``runners``); the
-trees default to ``before`` and ``after``. Per batch size, each process's host µs per iteration three
-ways, and a one-sided exact Mann-Whitney test that AFTER is lower (no ties
-assumed):
+trees default to ``before`` and ``after``. Per batch size, each process's
+host µs per iteration three ways, and a one-sided exact Mann-Whitney test
+that AFTER is lower (no ties assumed):
 
 - "verify alone": draft + verify ``execute`` not planned ahead + draft extend;
 - "as the EAGLE worker": draft + verify's ``load_batch`` and ``execute``
