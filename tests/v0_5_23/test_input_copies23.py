@@ -80,6 +80,7 @@ CASES = {
             "test_verify_planned",
             "test_verify_gathered",
             "test_verify_modes",
+            "test_decode",
         ),
         False,
         False,
