@@ -584,14 +584,20 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
     joined = runner_rounds(times)
     a, b_name = labels
     base, patched = joined[a], joined[b_name]
-    rounds = len(times[a])
+    counts = len(times[a]), len(times[b_name])
+    plural = "process" if counts[0] == 1 else "processes"
+    processes = (
+        f"{counts[0]} {plural} per tree"
+        if counts[0] == counts[1]
+        else f"{counts[0]} {plural} of {a} and {counts[1]} of {b_name}"
+    )
     med = statistics.median
     pair = lambda b, p: f"{_fmt(b)} / {_fmt(p)}"  # noqa: E731
     lines = [
         "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
         "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
         "each call; one attention layer per forward; runner_check's own setups, not the "
-        f"sizes above): {rounds} processes per tree, base and patched alternating, each "
+        f"sizes above): {processes}, base and patched alternating, each "
         f"pinned to CPUs {', '.join(map(str, cpus))}; the median of the processes' medians "
         "(execute: their range); the parts timed in every other execute call of the same "
         'process, the whole-call figures in the others (no section timers): "metadata '
@@ -685,18 +691,29 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m mla_bench.report RECORD.json``: the ``--runners`` tables of
-    a saved run (its ``runners`` and ``runner_cpus``), as this report renders
-    them."""
+    """``python -m mla_bench.report SOURCE``: the ``--runners`` tables of a
+    saved run (a record's ``runners`` and ``runner_cpus``), or of the processes
+    an unfinished run kept (its ``runner-rounds`` folder), as this report
+    renders them."""
     import argparse
     import json
     from pathlib import Path
 
     from sglpatch.errors import UserError
 
+    from .runner_rounds import kept
+
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    parser.add_argument("record", type=Path, help="a bench JSON record with --runners")
+    parser.add_argument(
+        "record", type=Path, help="a bench JSON record with --runners, or a runner-rounds folder"
+    )
     args = parser.parse_args(argv)
+    if args.record.is_dir():
+        times, cpus = kept(args.record)
+        if len(times) < 2:
+            raise UserError(f"{args.record}: processes of {len(times)} tree(s) kept; tables need 2")
+        print(runner_report(times, cpus))
+        return 0
     try:
         record = json.loads(args.record.read_text())
     except (OSError, ValueError) as error:

@@ -62,6 +62,27 @@ def _write(path: Path, data) -> None:
     os.replace(temporary, path)
 
 
+def kept(folder: Path) -> tuple[dict, list]:
+    """What an unfinished run's ``runner-rounds`` ``folder`` holds: (tree -> its
+    processes' reports by round, the trees in the run's order and only those
+    with a process; the CPUs they were pinned to)."""
+    folder = Path(folder)
+    try:
+        wanted = json.loads((folder / SETTINGS).read_text())["settings"]
+        names = [tree["name"] for tree in wanted["trees"]]
+        cpus = list(wanted["cpus"])
+        found = {}
+        for path in folder.glob("*-*.json"):
+            data = json.loads(path.read_text())
+            found[int(data["round"]), data["tree"]] = data["report"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{folder}: not a runner-rounds folder ({error})") from None
+    times = {}
+    for number, name in sorted(found):
+        times.setdefault(name, []).append(found[number, name])
+    return {name: times[name] for name in names if name in times}, cpus
+
+
 class Store:
     """The ``runner-rounds`` folder of one ``--runners`` measurement."""
 

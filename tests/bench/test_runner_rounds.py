@@ -1,7 +1,8 @@
 """``--runners``' processes kept as each ends (``<out-dir>/runner-rounds``):
 a run stopped after k processes keeps k results, ``--resume`` runs only the
-missing ones and renders what a run never stopped renders, other settings are
-refused in one line, and the rounds still alternate the trees' order.
+missing ones and renders what a run never stopped renders, a stopped run's
+tables render from what it kept, other settings are refused in one line, and
+the rounds still alternate the trees' order.
 
 ``runner_check --time`` needs CUDA: its launch (``child.run``, which the
 bench calls as ``run_child``) is the one thing replaced here, by a stand-in
@@ -147,6 +148,41 @@ def report_of(times):
     from mla_bench import report
 
     return report.runner_report(times, [0, 1])
+
+
+def test_the_tables_of_a_stopped_run_render_from_what_it_kept(tmp_path, monkeypatch, capsys):
+    # `python -m mla_bench.report <out-dir>/runner-rounds`: a GPU call cut
+    # part way still gets its tables, of the processes kept, in the trees'
+    # order and each tree's processes in round order (round 10 after 9).
+    from mla_bench import report
+
+    trees = _trees(tmp_path)
+    monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=32))
+    with pytest.raises(Stopped):
+        bench.runner_times(trees, CFG, 11, store=_store(tmp_path, trees, rounds=11))
+    folder = tmp_path / runner_rounds.FOLDER
+    times, cpus = runner_rounds.kept(folder)
+    assert list(times) == ["base", "without-last", "patched"]
+    # 31 processes: rounds 1-10 whole, then round 11's base.
+    assert [len(rounds) for rounds in times.values()] == [11, 10, 10]
+    assert [r[0]["execute_us"] for r in times["base"]] == [100.0 * n for n in range(1, 12)]
+    assert cpus == sorted(bench.runner_cpus())
+    assert report.main([str(folder)]) == 0
+    text = capsys.readouterr().out.strip()
+    assert text == report.runner_report(times, cpus)
+    assert "11 processes of base and 10 of without-last" in text
+    assert "10 processes per tree" in text  # without-last -> patched
+
+    # Processes of one tree only: no table to draw; no settings: not such a folder.
+    for path in folder.glob("*-*.json"):
+        if not path.name.endswith("-base.json"):
+            path.unlink()
+    with pytest.raises(UserError, match="processes of 1 tree"):
+        report.main([str(folder)])
+    (folder / runner_rounds.SETTINGS).unlink()
+    with pytest.raises(UserError, match="not a runner-rounds folder") as error:
+        report.main([str(folder)])
+    assert len(str(error.value).splitlines()) == 1
 
 
 def test_an_unfinished_run_is_not_overwritten_nor_resumed_with_other_settings(
