@@ -27,6 +27,8 @@ from pathlib import Path
 
 from sglpatch.errors import UserError
 
+from . import runner_rounds
+
 DRAFTS = ("EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
 VERIFY = "DecodeCudaGraphRunner (target verify)"
 PLANNED = "load_batch, execute"
@@ -81,18 +83,12 @@ def p_lower(a: list, b: list) -> tuple:
 
 def load(source: Path) -> dict:
     """tree -> [each process's report rows], from a folder or a bench record."""
+    if source.is_dir():
+        by_tree = {}
+        for (_, tree), rows in runner_rounds.processes(source).items():
+            by_tree.setdefault(tree, []).append(rows)
+        return by_tree
     try:
-        if source.is_dir():
-            processes = {}
-            for path in sorted(source.glob("*-*.json")):
-                tree = path.stem.split("-", 1)[1]
-                rows = json.loads(path.read_text())
-                if isinstance(rows, dict):  # the benchmark's kept round
-                    rows = rows["report"]
-                if not all(isinstance(r, dict) for r in rows):
-                    raise TypeError(f"{path.name} holds no report rows")
-                processes.setdefault(tree, []).append(rows)
-            return processes
         return json.loads(source.read_text())["runners"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UserError(f"{source}: not runner reports nor a --runners record ({error})") from None

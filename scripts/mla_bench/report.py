@@ -519,7 +519,7 @@ def runner_report(times: dict, cpus: list) -> str:
     parts = []
     for a, b in zip(names, names[1:], strict=False):
         table = runner_markdown(times, cpus, (a, b))
-        parts.append(table if len(names) == 2 else f"Trees {a} -> {b}:\n\n{table}")
+        parts.append(table if names == ["base", "patched"] else f"Trees {a} -> {b}:\n\n{table}")
     loop = runner_loop_markdown(times)
     return "\n\n".join(parts + ([loop] if loop else []))
 
@@ -597,7 +597,7 @@ def runner_markdown(times: dict, cpus: list, labels=("base", "patched")) -> str:
         "Host µs of v0.5.23's own graph runners' execute (the copies into their buffers, "
         "padding, the out-of-graph metadata call, the graph launch; the GPU idle before "
         "each call; one attention layer per forward; runner_check's own setups, not the "
-        f"sizes above): {processes}, base and patched alternating, each "
+        f"sizes above): {processes}, the trees alternating, each "
         f"pinned to CPUs {', '.join(map(str, cpus))}; the median of the processes' medians "
         "(execute: their range); the parts timed in every other execute call of the same "
         'process, the whole-call figures in the others (no section timers): "metadata '
@@ -705,22 +705,30 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument(
-        "record", type=Path, help="a bench JSON record with --runners, or a runner-rounds folder"
+        "source",
+        type=Path,
+        metavar="SOURCE",
+        help="a bench JSON record with --runners, or an unfinished run's runner-rounds folder",
     )
     args = parser.parse_args(argv)
-    if args.record.is_dir():
-        times, cpus = kept(args.record)
+    if args.source.is_dir():
+        times, cpus, missing = kept(args.source)
         if len(times) < 2:
-            raise UserError(f"{args.record}: processes of {len(times)} tree(s) kept; tables need 2")
-        print(runner_report(times, cpus))
-        return 0
+            raise UserError(f"{args.source}: processes of {len(times)} tree(s) kept; tables need 2")
+        if missing:
+            print(f"No process kept of {', '.join(missing)}: the tables leave it out.\n")
+    else:
+        try:
+            record = json.loads(args.source.read_text())
+        except (OSError, ValueError) as error:
+            raise UserError(f"{args.source}: not a readable bench record ({error})") from None
+        if not isinstance(record, dict) or not record.get("runners"):
+            raise UserError(f"{args.source}: no --runners measurements in this record")
+        times, cpus = record["runners"], record.get("runner_cpus") or []
     try:
-        record = json.loads(args.record.read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"{args.record}: not a readable bench record ({error})") from None
-    if not isinstance(record, dict) or not record.get("runners"):
-        raise UserError(f"{args.record}: no --runners measurements in this record")
-    print(runner_report(record["runners"], record.get("runner_cpus") or []))
+        print(runner_report(times, cpus))
+    except ValueError as error:  # runner_rounds: launch counts differ between rounds
+        raise UserError(f"{args.source}: {error}") from None
     return 0
 
 

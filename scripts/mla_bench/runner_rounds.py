@@ -62,25 +62,46 @@ def _write(path: Path, data) -> None:
     os.replace(temporary, path)
 
 
-def kept(folder: Path) -> tuple[dict, list]:
-    """What an unfinished run's ``runner-rounds`` ``folder`` holds: (tree -> its
-    processes' reports by round, the trees in the run's order and only those
-    with a process; the CPUs they were pinned to)."""
-    folder = Path(folder)
+def processes(folder: Path) -> dict:
+    """(round, tree) -> report rows of each process ``folder`` holds, by round:
+    the files named ``<round>-<tree>.json``, each a kept process (rows under
+    ``report``) or a ``runner_check`` report (the rows); nothing else there is
+    read."""
+    found = {}
+    for path in Path(folder).glob("*-*.json"):
+        number, _, name = path.stem.partition("-")
+        if not number.isdigit():
+            continue
+        try:
+            rows = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise UserError(f"{path}: not a runner process's result ({error})") from None
+        if isinstance(rows, dict):
+            rows = rows.get("report")
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise UserError(f"{path}: not a runner process's result (no report rows)")
+        found[int(number), name] = rows
+    return dict(sorted(found.items()))
+
+
+def kept(folder: Path) -> tuple[dict, list, list]:
+    """What an unfinished run's ``runner-rounds`` ``folder`` holds: tree -> its
+    processes' reports by round (the trees the run measures, in its order, that
+    have one), the CPUs they were pinned to, and the trees without one."""
     try:
-        wanted = json.loads((folder / SETTINGS).read_text())["settings"]
+        wanted = json.loads((Path(folder) / SETTINGS).read_text())["settings"]
         names = [tree["name"] for tree in wanted["trees"]]
         cpus = list(wanted["cpus"])
-        found = {}
-        for path in folder.glob("*-*.json"):
-            data = json.loads(path.read_text())
-            found[int(data["round"]), data["tree"]] = data["report"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UserError(f"{folder}: not a runner-rounds folder ({error})") from None
     times = {}
-    for number, name in sorted(found):
-        times.setdefault(name, []).append(found[number, name])
-    return {name: times[name] for name in names if name in times}, cpus
+    for (_, name), rows in processes(folder).items():
+        times.setdefault(name, []).append(rows)
+    return (
+        {name: times[name] for name in names if name in times},
+        cpus,
+        [name for name in names if name not in times],
+    )
 
 
 class Store:
@@ -89,19 +110,19 @@ class Store:
     def __init__(self, out_dir: Path, wanted: dict, resume: bool, command: str = ""):
         self.folder = Path(out_dir) / FOLDER
         self.settings = wanted
-        kept = self._files()
+        held = self._files()
         recorded = self.folder / SETTINGS
-        if kept and not resume:
+        if held and not resume:
             raise UserError(
-                f"{self.folder} holds {len(kept)} runner processes of an unfinished run:"
+                f"{self.folder} holds {len(held)} runner processes of an unfinished run:"
                 " --resume continues it, or move the folder away"
             )
-        if resume and not kept:
+        if resume and not held:
             raise UserError(
                 f"--resume: {self.folder} holds no process of an unfinished run (a finished"
                 " run's record is latest.json beside it): run without --resume to measure anew"
             )
-        if kept:
+        if held:
             try:
                 earlier = json.loads(recorded.read_text())["settings"]
             except (OSError, ValueError, KeyError, TypeError) as error:
@@ -128,13 +149,7 @@ class Store:
 
     def done(self) -> dict:
         """(round, tree) -> that process's ``runner_check`` report."""
-        out = {}
-        for pair, path in self._files().items():
-            try:
-                out[pair] = json.loads(path.read_text())["report"]
-            except (OSError, ValueError, KeyError, TypeError) as error:
-                raise UserError(f"{path}: not a runner process's result ({error})") from None
-        return out
+        return processes(self.folder)
 
     def save(self, number: int, name: str, report) -> None:
         """Keep one process's report, as soon as it ended."""

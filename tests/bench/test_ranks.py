@@ -119,7 +119,8 @@ def test_refused_in_one_line(tmp_path):
     rounds = tmp_path / "rounds"
     rounds.mkdir()
     (rounds / "1-before.json").write_text(json.dumps(["not a row"]))
-    with pytest.raises(UserError, match="1-before.json holds no report rows"):
+    refused = r"1-before.json: not a runner process.s result \(no report rows\)"
+    with pytest.raises(UserError, match=refused):
         ranks.load(rounds)
     with pytest.raises(UserError, match="two trees"):
         ranks.main([str(tmp_path), "only-one"])

@@ -154,35 +154,71 @@ def test_the_tables_of_a_stopped_run_render_from_what_it_kept(tmp_path, monkeypa
     # `python -m mla_bench.report <out-dir>/runner-rounds`: a GPU call cut
     # part way still gets its tables, of the processes kept, in the trees'
     # order and each tree's processes in round order (round 10 after 9).
-    from mla_bench import report
+    from mla_bench import ranks, report
 
     trees = _trees(tmp_path)
     monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=32))
     with pytest.raises(Stopped):
         bench.runner_times(trees, CFG, 11, store=_store(tmp_path, trees, rounds=11))
     folder = tmp_path / runner_rounds.FOLDER
-    times, cpus = runner_rounds.kept(folder)
-    assert list(times) == ["base", "without-last", "patched"]
+    (folder / "notes-by-hand.json").write_text("{}")  # not a process: not read
+    times, cpus, missing = runner_rounds.kept(folder)
+    assert (list(times), missing) == (["base", "without-last", "patched"], [])
     # 31 processes: rounds 1-10 whole, then round 11's base.
     assert [len(rounds) for rounds in times.values()] == [11, 10, 10]
     assert [r[0]["execute_us"] for r in times["base"]] == [100.0 * n for n in range(1, 12)]
+    assert ranks.load(folder)["base"] == times["base"]  # the rank test reads the same
     assert cpus == sorted(bench.runner_cpus())
     assert report.main([str(folder)]) == 0
-    text = capsys.readouterr().out.strip()
-    assert text == report.runner_report(times, cpus)
-    assert "11 processes of base and 10 of without-last" in text
-    assert "10 processes per tree" in text  # without-last -> patched
+    text = capsys.readouterr().out
+    assert "Trees base -> without-last:" in text and "Trees without-last -> patched:" in text
+    assert "11 processes of base and 10 of without-last, the trees alternating" in text
+    assert "10 processes per tree" in text
+    # Base 100-1100 µs against without-last 80-800: the medians of each.
+    assert "| 600.0 (100.0-1100.0) | 440.0 (80.0-800.0) |" in text
 
-    # Processes of one tree only: no table to draw; no settings: not such a folder.
-    for path in folder.glob("*-*.json"):
-        if not path.name.endswith("-base.json"):
-            path.unlink()
+
+def test_a_stopped_runs_tables_name_the_trees_it_has_no_process_of(tmp_path, monkeypatch, capsys):
+    # Cut in round 1's third process: two trees, neither of them "patched";
+    # each table says which trees it sets against each other.
+    from mla_bench import report
+
+    trees = _trees(tmp_path)
+    monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=3))
+    with pytest.raises(Stopped):
+        bench.runner_times(trees, CFG, 2, store=_store(tmp_path, trees, rounds=2))
+    folder = tmp_path / runner_rounds.FOLDER
+    assert report.main([str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("No process kept of patched: the tables leave it out.")
+    assert "Trees base -> without-last:" in text
+    assert "1 process per tree" in text
+
+    # What cannot be rendered: one line each, nothing changed.
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    (folder / "1-without-last.json").rename(folder / "1-without-last.json.away")
     with pytest.raises(UserError, match="processes of 1 tree"):
         report.main([str(folder)])
-    (folder / runner_rounds.SETTINGS).unlink()
-    with pytest.raises(UserError, match="not a runner-rounds folder") as error:
+    (folder / "1-without-last.json.away").rename(folder / "1-without-last.json")
+    broken = folder / "2-patched.json"
+    for content, why in (("{", "Expecting"), ('{"report": null}', "no report rows")):
+        broken.write_text(content)
+        refused = f"2-patched.json: not a runner process's result.*{why}"
+        with pytest.raises(UserError, match=refused):
+            report.main([str(folder)])
+    broken.unlink()
+    other = json.loads((folder / "1-base.json").read_text())
+    other["report"][0]["launches"] += 1
+    (folder / "2-base.json").write_text(json.dumps(other))
+    with pytest.raises(UserError, match="launches differ between rounds") as error:
         report.main([str(folder)])
     assert len(str(error.value).splitlines()) == 1
+    (folder / "2-base.json").unlink()
+    (folder / runner_rounds.SETTINGS).unlink()
+    with pytest.raises(UserError, match="not a runner-rounds folder"):
+        report.main([str(folder)])
+    del before[runner_rounds.SETTINGS]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
 def test_an_unfinished_run_is_not_overwritten_nor_resumed_with_other_settings(
