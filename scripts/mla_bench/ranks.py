@@ -121,7 +121,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if len(args.trees) != 2:
         raise UserError(f"two trees, BEFORE and AFTER; got {args.trees}")
-    print(table(load(args.source), *args.trees))
+    processes = load(args.source)
+    try:
+        print(table(processes, *args.trees))
+    except (KeyError, TypeError, ValueError) as error:  # rows of another shape
+        raise UserError(
+            f"{args.source}: its runner reports do not rank ({type(error).__name__}: {error})"
+        ) from None
     return 0
 
 

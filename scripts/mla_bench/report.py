@@ -727,8 +727,10 @@ def main(argv=None) -> int:
         times, cpus = record["runners"], record.get("runner_cpus") or []
     try:
         print(runner_report(times, cpus))
-    except ValueError as error:  # runner_rounds: launch counts differ between rounds
-        raise UserError(f"{args.source}: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:  # rows of another shape, launches differ
+        raise UserError(
+            f"{args.source}: its runner reports do not render ({type(error).__name__}: {error})"
+        ) from None
     return 0
 
 

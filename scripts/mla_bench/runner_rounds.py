@@ -62,26 +62,36 @@ def _write(path: Path, data) -> None:
     os.replace(temporary, path)
 
 
-def processes(folder: Path) -> dict:
-    """(round, tree) -> report rows of each process ``folder`` holds, by round:
-    the files named ``<round>-<tree>.json``, each a kept process (rows under
-    ``report``) or a ``runner_check`` report (the rows); nothing else there is
-    read."""
+def process_files(folder: Path) -> dict:
+    """(round, tree) -> file, for the files in ``folder`` named
+    ``<round>-<tree>.json`` (the round in digits), by round; nothing else."""
     found = {}
     for path in Path(folder).glob("*-*.json"):
         number, _, name = path.stem.partition("-")
-        if not number.isdigit():
-            continue
+        if number.isdecimal() and number.isascii():
+            found[int(number), name] = path
+    return dict(sorted(found.items()))
+
+
+def processes(folder: Path, dated: bool = False) -> dict:
+    """(round, tree) -> report rows of each process ``folder`` holds
+    (``process_files``): a process this module kept (its rows under
+    ``report``, beside its ``date``) or, unless ``dated``, a ``runner_check``
+    report (the rows)."""
+    found = {}
+    for pair, path in process_files(folder).items():
         try:
-            rows = json.loads(path.read_text())
+            data = json.loads(path.read_text())
         except (OSError, ValueError) as error:
             raise UserError(f"{path}: not a runner process's result ({error})") from None
-        if isinstance(rows, dict):
-            rows = rows.get("report")
-        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        if isinstance(data, dict):
+            rows = data.get("report") if "date" in data or not dated else None
+        else:
+            rows = None if dated else data
+        if not (isinstance(rows, list) and all(isinstance(row, dict) for row in rows)):
             raise UserError(f"{path}: not a runner process's result (no report rows)")
-        found[int(number), name] = rows
-    return dict(sorted(found.items()))
+        found[pair] = rows
+    return found
 
 
 def kept(folder: Path) -> tuple[dict, list, list]:
@@ -95,8 +105,11 @@ def kept(folder: Path) -> tuple[dict, list, list]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UserError(f"{folder}: not a runner-rounds folder ({error})") from None
     times = {}
-    for (_, name), rows in processes(folder).items():
+    for (_, name), rows in processes(folder, dated=True).items():
         times.setdefault(name, []).append(rows)
+    others = sorted(set(times) - set(names))
+    if others:
+        raise UserError(f"{folder}: processes of trees its run does not measure: {others}")
     return (
         {name: times[name] for name in names if name in times},
         cpus,
@@ -140,16 +153,11 @@ class Store:
 
     def _files(self) -> dict:
         """(round, tree) -> file, for the processes this folder holds."""
-        found = {}
-        for path in sorted(self.folder.glob("*-*.json")):
-            number, _, name = path.stem.partition("-")
-            if number.isdigit():
-                found[int(number), name] = path
-        return found
+        return process_files(self.folder)
 
     def done(self) -> dict:
         """(round, tree) -> that process's ``runner_check`` report."""
-        return processes(self.folder)
+        return processes(self.folder, dated=True)
 
     def save(self, number: int, name: str, report) -> None:
         """Keep one process's report, as soon as it ended."""

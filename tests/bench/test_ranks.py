@@ -122,5 +122,10 @@ def test_refused_in_one_line(tmp_path):
     refused = r"1-before.json: not a runner process.s result \(no report rows\)"
     with pytest.raises(UserError, match=refused):
         ranks.load(rounds)
+    for tree in ("before", "after"):  # rows of another shape
+        (rounds / f"1-{tree}.json").write_text(json.dumps([{"bs": 1}]))
+    with pytest.raises(UserError, match="reports do not rank .KeyError") as error:
+        ranks.main([str(rounds)])
+    assert len(str(error.value).splitlines()) == 1
     with pytest.raises(UserError, match="two trees"):
         ranks.main([str(tmp_path), "only-one"])

@@ -201,12 +201,25 @@ def test_a_stopped_runs_tables_name_the_trees_it_has_no_process_of(tmp_path, mon
         report.main([str(folder)])
     (folder / "1-without-last.json.away").rename(folder / "1-without-last.json")
     broken = folder / "2-patched.json"
-    for content, why in (("{", "Expecting"), ('{"report": null}', "no report rows")):
+    for content, why in (
+        ("{", "Expecting"),
+        ('{"report": null, "date": "d"}', "no report rows"),
+        ('[{"setup": 0}]', "no report rows"),  # a bare report: not a kept process
+    ):
         broken.write_text(content)
         refused = f"2-patched.json: not a runner process's result.*{why}"
         with pytest.raises(UserError, match=refused):
             report.main([str(folder)])
-    broken.unlink()
+        with pytest.raises(UserError, match=refused):  # nor resumed
+            _store(tmp_path, trees, resume=True, rounds=2).done()
+    broken.write_text('{"report": [{"setup": 0}], "date": "d"}')  # rows of another shape
+    with pytest.raises(UserError, match="reports do not render .KeyError") as error:
+        report.main([str(folder)])
+    assert len(str(error.value).splitlines()) == 1
+    broken.rename(folder / "2-other.json")
+    with pytest.raises(UserError, match=r"trees its run does not measure: \['other'\]"):
+        report.main([str(folder)])
+    (folder / "2-other.json").unlink()
     other = json.loads((folder / "1-base.json").read_text())
     other["report"][0]["launches"] += 1
     (folder / "2-base.json").write_text(json.dumps(other))
