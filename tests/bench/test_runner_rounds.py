@@ -150,17 +150,23 @@ def report_of(times):
     return report.runner_report(times, [0, 1])
 
 
+def _stopped(tmp_path, monkeypatch, rounds: int, stop_at: int):
+    """A three-tree run of ``rounds`` stopped in its process ``stop_at``: its
+    ``runner-rounds`` folder, and the trees."""
+    trees = _trees(tmp_path)
+    monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=stop_at))
+    with pytest.raises(Stopped):
+        bench.runner_times(trees, CFG, rounds, store=_store(tmp_path, trees, rounds=rounds))
+    return tmp_path / runner_rounds.FOLDER, trees
+
+
 def test_the_tables_of_a_stopped_run_render_from_what_it_kept(tmp_path, monkeypatch, capsys):
     # `python -m mla_bench.report <out-dir>/runner-rounds`: a GPU call cut
     # part way still gets its tables, of the processes kept, in the trees'
     # order and each tree's processes in round order (round 10 after 9).
     from mla_bench import ranks, report
 
-    trees = _trees(tmp_path)
-    monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=32))
-    with pytest.raises(Stopped):
-        bench.runner_times(trees, CFG, 11, store=_store(tmp_path, trees, rounds=11))
-    folder = tmp_path / runner_rounds.FOLDER
+    folder, _ = _stopped(tmp_path, monkeypatch, rounds=11, stop_at=32)
     (folder / "notes-by-hand.json").write_text("{}")  # not a process: not read
     times, cpus, missing = runner_rounds.kept(folder)
     assert (list(times), missing) == (["base", "without-last", "patched"], [])
@@ -183,11 +189,7 @@ def test_a_stopped_runs_tables_name_the_trees_it_has_no_process_of(tmp_path, mon
     # each table says which trees it sets against each other.
     from mla_bench import report
 
-    trees = _trees(tmp_path)
-    monkeypatch.setattr(bench, "run_child", FakeRunner(dict(trees), stop_at=3))
-    with pytest.raises(Stopped):
-        bench.runner_times(trees, CFG, 2, store=_store(tmp_path, trees, rounds=2))
-    folder = tmp_path / runner_rounds.FOLDER
+    folder, trees = _stopped(tmp_path, monkeypatch, rounds=2, stop_at=3)
     assert report.main([str(folder)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("No process kept of patched: the tables leave it out.")
