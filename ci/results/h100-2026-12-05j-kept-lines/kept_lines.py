@@ -3,9 +3,9 @@ python3 ci/results/h100-2026-12-05j-kept-lines/kept_lines.py TREE, from the
 repository root (TREE: the python/ root holding sglang; CUDA, or
 FLOOR_DEVICE=cpu for a dry run).
 
-This runs ../h200-2026-12-04l-floor/lines.py as it is, with two changes made
+This runs ../h200-2026-12-04l-floor/lines.py as it is, with changes made
 from outside it: the methods it instruments are KEPT below (the kept
-replays' methods and those they call), and every verify is planned ahead
+replays' methods and some they call), and every verify is planned ahead
 (``plan_always``), as v0.5.23's EAGLE worker plans it. Each single call
 synchronizes the GPU before each runner's call (verify: before its
 ``load_batch``). KEPT_SIZES="64,32,1" measures the sizes in that order
