@@ -1,0 +1,195 @@
+"""Host time of one grouped input copy, as the kept replays make it, and of the
+ways a C++ call could make it instead; and each way's GPU time in a graph.
+
+python3 copies.py  (PYTHONPATH holding the queue's sglang); prints a table per
+field set and batch size: median host µs per call (the GPU idle before each
+call), the parts of a SmallCopy call, and GPU µs per copy (50 copies in one
+CUDA graph, replayed 20 times) and kernels per call. "RowsCopy (the tree's)"
+is the runners' copy as the tree on PYTHONPATH makes it: the series' SmallCopy
+route, or with ``series.diff`` folded in, its bytes route.
+"""
+
+import statistics
+import time
+
+import torch
+from triton.runtime import driver
+
+from sglang.kernels.ops.memory.small_copy import SmallCopy, _launch_hooked
+from sglang.srt.model_executor.runner_utils.buffers import RowsCopy
+
+CALLS = 400
+MAX_BS = 64
+dev = torch.device("cuda")
+I64, I32, F32 = torch.int64, torch.int32, torch.float32
+
+
+def field_sets(bs):
+    """(buffer shape, dtype, rows) of the three runners' kept copies, EAGLE
+    3 steps / topk 1 / 4 draft tokens (the benchmark's configuration)."""
+    draft = [  # seq_lens, out_cache_loc, positions, topk_p, topk_index, req_pool_indices
+        ((MAX_BS,), I64, bs),
+        ((MAX_BS * 3,), I64, bs * 3),
+        ((MAX_BS,), I64, bs),
+        ((MAX_BS, 1), F32, bs),
+        ((MAX_BS, 1), I64, bs),
+        ((MAX_BS,), I64, bs),
+    ]
+    verify = [  # input_ids, req_pool_indices, seq_lens, out_cache_loc, positions
+        ((MAX_BS * 4,), I64, bs * 4),
+        ((MAX_BS,), I64, bs),
+        ((MAX_BS,), I64, bs),
+        ((MAX_BS * 4,), I64, bs * 4),
+        ((MAX_BS * 4,), I64, bs * 4),
+    ]
+    extend = verify + [((MAX_BS,), I32, bs), ((MAX_BS,), I32, bs)]
+    return {"draft": draft, "verify": verify, "extend": extend}
+
+
+def make(spec):
+    bufs = [torch.zeros(shape, dtype=dt, device=dev) for shape, dt, _ in spec]
+    rows = tuple(n for _, _, n in spec)
+    srcs = [
+        torch.arange(n * (shape[1] if len(shape) > 1 else 1), device=dev)
+        .to(dt)
+        .reshape((n, *shape[1:]))
+        for shape, dt, n in spec
+    ]
+    return bufs, srcs, rows
+
+
+def ways(bufs, srcs, rows):
+    sc = SmallCopy(bufs, [0] * len(bufs))
+    assert sc(srcs, rows)  # the first call compiles and keeps the launcher
+    assert sc(srcs, rows)
+    views = sc.views(rows)
+    groups = {}
+    for i, v in enumerate(views):
+        groups.setdefault(v.dtype, []).append(i)
+    groups = [(idx, [views[i] for i in idx]) for idx in groups.values()]
+
+    def foreach_grouped():
+        for idx, vs in groups:
+            torch._foreach_copy_(vs, [srcs[i] for i in idx])
+
+    byte_views = [v.view(torch.uint8) for v in views]
+
+    def foreach_bytes():
+        torch._foreach_copy_(byte_views, [s.view(torch.uint8) for s in srcs])
+
+    rows_copy = RowsCopy(bufs, [0] * len(bufs))
+
+    def foreach_mixed():
+        torch._foreach_copy_(views, srcs)
+
+    def copy_loop():
+        for v, s in zip(views, srcs):
+            v.copy_(s)
+
+    def key():
+        return tuple(
+            [
+                (s.dtype, s.shape, s.stride(), s.get_device(), s.requires_grad, s.is_neg())
+                for s in srcs
+            ]
+        )
+
+    def key_lite():
+        return tuple([(s.dtype, s.shape, s.stride()) for s in srcs])
+
+    def pointers():
+        return [s.data_ptr() for s in srcs]
+
+    (kernel_key, (run, function, metadata)), = sc._kernels.items()
+    _, grid, args, widths, _, _ = next(iter(sc._layouts.values()))
+    ptrs = tuple(s.data_ptr() for s in srcs)
+    stream = driver.active.get_current_stream
+
+    def launcher():
+        run(*grid, stream(0), function, metadata, None, None, None, ptrs,
+            sc._pointers, *args, widths, 256)
+
+    return {
+        "SmallCopy": lambda: sc(srcs, rows),
+        "  key": key,
+        "  key (dtype, shape, strides)": key_lite,
+        "  pointers": pointers,
+        "  _launch_hooked": _launch_hooked,
+        "  current_device_index": torch.accelerator.current_device_index,
+        "  get_current_stream": lambda: stream(0),
+        "  launcher.run": launcher,
+        "foreach per dtype": foreach_grouped,
+        "foreach as bytes": foreach_bytes,
+        "RowsCopy (the tree's)": lambda: rows_copy(srcs, rows),
+        "foreach mixed": foreach_mixed,
+        "copy_ each": copy_loop,
+    }, views, srcs
+
+
+def host(fns):
+    times = {name: [] for name in fns}
+    for _ in range(CALLS):
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            t = time.perf_counter_ns()
+            fn()
+            times[name].append(time.perf_counter_ns() - t)
+    torch.cuda.synchronize()
+    return {name: statistics.median(ts) / 1e3 for name, ts in times.items()}
+
+
+def gpu(fn):
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        for _ in range(50):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(20):
+        g.replay()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) * 1e3 / (20 * 50)
+
+
+def kernels(fn):
+    """The GPU kernels one call launches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(
+        1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+
+
+def main():
+    print(torch.cuda.get_device_name(), torch.__version__)
+    for bs in (1, 32, 64):
+        for name, spec in field_sets(bs).items():
+            fns, views, srcs = ways(*make(spec))
+            h = host(fns)
+            # each way writes the same rows
+            for way in tuple(w for w in fns if not w.startswith(" ")):
+                for v in views:
+                    v.zero_()
+                fns[way]()
+                torch.cuda.synchronize()
+                assert all(torch.equal(v, s) for v, s in zip(views, srcs)), way
+            print(f"\n{name} bs {bs} ({len(spec)} fields): host µs median of {CALLS}; GPU µs per copy in a graph; kernels")
+            for way, us in h.items():
+                g = "" if way.startswith(" ") else f"{gpu(fns[way]):8.2f} {kernels(fns[way]):4d}"
+                print(f"  {way:30s} {us:8.2f} {g}")
+
+
+main()
