@@ -1,10 +1,11 @@
 """Host time of one grouped input copy, as the kept replays make it, and of the
 ways a C++ call could make it instead; and each way's GPU time in a graph.
 
-python3 copies.py  (PYTHONPATH holding the queue's sglang); prints a table per
+python3 copies.py  (from the repository root, PYTHONPATH holding the
+queue's sglang tree first, as run1.sh gives it); prints a table per
 field set and batch size: median host µs per call (the GPU idle before each
 call), the parts of a SmallCopy call, and GPU µs per copy (50 copies in one
-CUDA graph, replayed 20 times) and kernels per call. "RowsCopy (the tree's)"
+CUDA graph, replayed 20 times) and GPU operations per call. "RowsCopy (the tree's)"
 is the runners' copy as the tree on PYTHONPATH makes it: the series' SmallCopy
 route, or with ``series.diff`` folded in, its bytes route.
 """
@@ -12,11 +13,24 @@ route, or with ``series.diff`` folded in, its bytes route.
 import statistics
 import time
 
+import importlib.util
+import sys
+
 import torch
 from triton.runtime import driver
 
-from sglang.kernels.ops.memory.small_copy import SmallCopy, _launch_hooked
-from sglang.srt.model_executor.runner_utils.buffers import RowsCopy
+# What the harness's children install before importing a tree's sglang
+# (scripts/mla_harness/replacements.py; none of it replaces the copies).
+sys.path.insert(0, "scripts")
+from mla_harness import replacements  # noqa: E402
+
+replacements.prepare_environment(True)
+if importlib.util.find_spec("datasets") is None:
+    sys.meta_path.insert(0, replacements._AbsentFinder(["datasets"]))
+replacements.install_inert_modules(replacements.SERVER_MODULES)
+
+from sglang.kernels.ops.memory.small_copy import SmallCopy, _launch_hooked  # noqa: E402
+from sglang.srt.model_executor.runner_utils.buffers import RowsCopy  # noqa: E402
 
 CALLS = 400
 MAX_BS = 64
@@ -100,7 +114,9 @@ def ways(bufs, srcs, rows):
     def pointers():
         return [s.data_ptr() for s in srcs]
 
-    (kernel_key, (run, function, metadata)), = sc._kernels.items()
+    if len(sc._kernels) != 1:  # the direct launch refused or off
+        raise SystemExit(f"SmallCopy keeps {len(sc._kernels)} launchers, not 1")
+    ((kernel_key, (run, function, metadata)),) = sc._kernels.items()
     _, grid, args, widths, _, _ = next(iter(sc._layouts.values()))
     ptrs = tuple(s.data_ptr() for s in srcs)
     stream = driver.active.get_current_stream
@@ -161,7 +177,7 @@ def gpu(fn):
 
 
 def kernels(fn):
-    """The GPU kernels one call launches."""
+    """The GPU operations one call makes (kernels, and copies)."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -188,7 +204,7 @@ def main():
                 torch.cuda.synchronize()
                 if not all(torch.equal(v, s) for v, s in zip(views, srcs)):
                     wrong.add(way)
-            print(f"\n{name} bs {bs} ({len(spec)} fields): host µs median of {CALLS}; GPU µs per copy in a graph; kernels")
+            print(f"\n{name} bs {bs} ({len(spec)} fields): host µs median of {CALLS}; GPU µs per copy in a graph; GPU operations")
             for way, us in h.items():
                 g = "" if way.startswith(" ") else f"{gpu(fns[way]):8.2f} {kernels(fns[way]):4d}"
                 print(f"  {way:30s} {us:8.2f} {g}{'  WRONG' if way in wrong else ''}")
