@@ -7,7 +7,8 @@ field set and batch size: median host µs per call (the GPU idle before each
 call), the parts of a SmallCopy call, and GPU µs per copy (50 copies in one
 CUDA graph, replayed 20 times) and GPU operations per call. "RowsCopy (the tree's)"
 is the runners' copy as the tree on PYTHONPATH makes it: the series' SmallCopy
-route, or with ``series.diff`` folded in, its bytes route.
+route, or with ``series.diff`` folded in, candidate A; "RowsCopyB" is
+alternative B, written here for timing only.
 """
 
 import statistics
@@ -33,6 +34,39 @@ from sglang.kernels.ops.memory.small_copy import SmallCopy, _launch_hooked  # no
 from sglang.srt.model_executor.runner_utils.buffers import RowsCopy  # noqa: E402
 
 CALLS = 400
+_KEPT_ROWS = 256
+
+
+class RowsCopyB:
+    """Alternative B as the README describes it, for timing only: the sources
+    grouped by their buffers' dtype, one ``torch._foreach_copy_`` per group into
+    views kept per ``rows`` (least recently used out), no per-source checks."""
+
+    def __init__(self, buffers, axes):
+        self.buffers, self.axes = buffers, axes
+        groups = {}
+        for i, buf in enumerate(buffers):
+            groups.setdefault(buf.dtype, []).append(i)
+        self.groups = tuple(groups.values())
+        self.kept = {}
+
+    def _views(self, rows):
+        views = self.kept.pop(rows, None)
+        if views is None:
+            if len(self.kept) >= _KEPT_ROWS:
+                del self.kept[next(iter(self.kept))]
+            with torch.inference_mode(False):
+                every = [
+                    buf if axis is None else buf[:n] if axis == 0 else buf.narrow(axis, 0, n)
+                    for buf, axis, n in zip(self.buffers, self.axes, rows)
+                ]
+                views = [[every[i] for i in index] for index in self.groups]
+        self.kept[rows] = views
+        return views
+
+    def __call__(self, srcs, rows):
+        for index, views in zip(self.groups, self._views(rows)):
+            torch._foreach_copy_(views, [srcs[i] for i in index])
 MAX_BS = 64
 dev = torch.device("cuda")
 I64, I32, F32 = torch.int64, torch.int32, torch.float32
@@ -92,6 +126,7 @@ def ways(bufs, srcs, rows):
         torch._foreach_copy_(byte_views, [s.view(torch.uint8) for s in srcs])
 
     rows_copy = RowsCopy(bufs, [0] * len(bufs))
+    rows_copy_b = RowsCopyB(bufs, [0] * len(bufs))
 
     def foreach_mixed():
         torch._foreach_copy_(views, srcs)
@@ -137,6 +172,7 @@ def ways(bufs, srcs, rows):
         "foreach per dtype": foreach_grouped,
         "foreach as bytes": foreach_bytes,
         "RowsCopy (the tree's)": lambda: rows_copy(srcs, rows),
+        "RowsCopyB (alternative B)": lambda: rows_copy_b(srcs, rows),
         "foreach mixed": foreach_mixed,
         "copy_ each": copy_loop,
     }, views, srcs
