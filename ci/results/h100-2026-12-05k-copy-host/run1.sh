@@ -7,7 +7,7 @@ date -u +%FT%T > "$OUT/times.txt"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/times.txt"
 [ -d /tmp/site23 ] || bash build/v0.5.23/bundle/install.sh /tmp/site23 > "$OUT/install.log" 2>&1
 echo "install rc $?" >> "$OUT/times.txt"
-d=ci/results/pending-2026-12-05k-rows-copy-bytes
+d=ci/results/h100-2026-12-05k-copy-host
 for i in 1 2; do
   PYTHONPATH=build/v0.5.23/sglang/python:scripts:/tmp/site23 taskset -c 14,15 python3 $d/copies.py > "$OUT/copies$i.txt" 2>&1
   echo "copies$i rc $? $(date -u +%T)" >> "$OUT/times.txt"
