@@ -1,10 +1,10 @@
-"""Run 0014's upstream class ``TestKeptReplayBuiltByInit`` on one tree's runners, on CPU.
+"""Run 0013's upstream class ``TestKeptReplayBuiltByInit`` on one tree's runners, on CPU.
 
     T=build/v0.5.23/sglang/test/registered/attention/unittests/test_runner_kept_replay.py
     python scripts/kit_probe/run_kept_replay_cases.py --test-file $T \
         --tree build/v0.5.23/base/python
 
-The class (0014's ``test_runner_kept_replay.py``) skips without CUDA and
+The class (0013's ``test_runner_kept_replay.py``) skips without CUDA and
 its kit entry points default to ``device="cuda"``. This imports the file with
 ``--tree``'s sglang first on the path and runs the class's own test method
 once per entry of its ``CASES``, that entry's kit entry point called with

@@ -6,7 +6,8 @@ in CI are the counts a GPU would see:
 - ``triton``: launches of ``@triton.jit`` kernels (``kernel[grid](...)``), by name,
   and on a GPU those through a compiled kernel's launcher (``DIRECT``);
 - ``torch``: aten ops that run a device kernel, i.e. not views and not bare
-  allocations (``empty``), on device tensors;
+  allocations (``empty``), on device tensors; a foreach op counts one (its
+  fast path's launch; a list it does not take is copied pair by pair);
 - ``graphs``: ``torch.cuda.CUDAGraph.replay`` calls (one launch each);
 - ``launches``: the three together: what the host launches;
 - ``syncs``: device-to-host reads (``.item()``, ``.tolist()``) of device tensors;
@@ -109,7 +110,12 @@ class _OpCounter(TorchDispatchMode):
         for t in fresh:
             self.counts.allocs += 1
             self.counts.alloc_bytes += t.untyped_storage().nbytes()
-        if not func.is_view and name not in ALLOCATION_ONLY and outputs:
+        # An in-place foreach op returns nothing: a launch all the same.
+        if (
+            not func.is_view
+            and name not in ALLOCATION_ONLY
+            and (outputs or func._schema.is_mutable)
+        ):
             self.counts.torch[name] += 1
         return out
 
@@ -226,8 +232,9 @@ def _install_triton_hook() -> None:
         return counted
 
     KernelInterface.__getitem__ = __getitem__
-    # A compiled kernel launched through its launcher, not the JIT (SGLang's
-    # SmallCopy does after its first launch): counted there, under DIRECT. The
+    # A compiled kernel launched through its launcher, not the JIT (as
+    # kernels/ops/diffusion/common/fast_launch.py keeps one): counted there,
+    # under DIRECT. The
     # interpreter (CPU) has no launcher; every launch is a JIT one.
     try:
         from triton.runtime import driver

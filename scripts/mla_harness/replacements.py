@@ -111,7 +111,7 @@ beyond the backends is replaced by (``target_runner_fields``,
    (``_kernel_warmed_up``); there is no model and no communicator here.
 16. On CPU only (the same check in CI): CUDA graphs. ``FullCudaGraphBackend``'s
    ``capture_session``, ``capture_one`` and ``replay`` are replaced (and, in a
-   tree with 0014, ``replayer``, the replay a runner keeps per size: that
+   tree with 0013, ``replayer``, the replay a runner keeps per size: that
    replacement's ``replay`` of the key): capture
    runs ``run_once`` twice as warm-ups (with the barrier and the post-warm-up
    hook, as the real one) and once more in place of the graph, and records
@@ -264,7 +264,7 @@ On CPU only, in Triton's interpreter (5):
    without debug checks nothing either; every value a kernel computes or
    stores is unchanged.
 
-``kit_probe/run_kept_replay_cases.py`` runs 0014's CUDA-only upstream class
+``kit_probe/run_kept_replay_cases.py`` runs 0013's CUDA-only upstream class
 ``TestKeptReplayBuiltByInit`` (the kit's EAGLE draft and draft-extend runner
 cases, each runner built by its ``__init__``) on CPU: the kit's stand-ins
 (``kit_env``), 16 for the graphs, and (``kit_runner_cases_on_cpu``):

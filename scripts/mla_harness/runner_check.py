@@ -1266,7 +1266,7 @@ class RunnerCheck:
     def pairs(
         self, iterations: int, warmup: int = 3, blocks: int = 10, block_iterations: int = 30
     ) -> list:
-        """The EAGLE iteration with the runners' kept replays (0014's
+        """The EAGLE iteration with the runners' kept replays (0013's
         ``_keeps_replays``) and with them turned off, which sends every batch
         down the general path, in this one process, per size all three runners
         captured. Single calls: ``iterations`` pairs of iterations, each
@@ -1362,7 +1362,7 @@ class RunnerCheck:
 
 
 def _keep_replays(runners: list, on: bool) -> None:
-    """Turn the runners' kept replays on or off (0014's ``_keeps_replays``)."""
+    """Turn the runners' kept replays on or off (0013's ``_keeps_replays``)."""
     for runner in runners:
         runner._keeps_replays = on
 

@@ -106,7 +106,7 @@ def test_whole_calls_carry_no_section_timers():
 
 
 class _KeptRunner:
-    """A runner with 0014's switch: ``execute`` keeps a replay per size while
+    """A runner with 0013's switch: ``execute`` keeps a replay per size while
     ``_keeps_replays`` is on, and takes 300 µs more without one (on
     ``_CLOCK``, which only its calls advance: no timing noise). ``turns_off``:
     its backend keeps no replay, so its first kept call turns them off for

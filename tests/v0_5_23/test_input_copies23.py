@@ -2,15 +2,14 @@
 
 The queue's ``[perf] cuda graph runners`` patch adds ``test/registered/
 model_executor/test_cuda_graph_input_copies.py`` to SGLang: the grouped copy
-into the leading rows of fixed buffers (``SmallCopy``, CUDA only) against
-``Tensor.copy_`` over sources whose addresses, strides, dtypes and rows change
-between calls, its refusals and its launches (the JIT while a launch hook is
-set or the direct launch is off); ``RowsCopy``; the buffer registry's fills
+into the leading rows of fixed buffers (``RowsCopy``, one foreach per buffer
+dtype) against ``Tensor.copy_`` over sources whose addresses, strides, dtypes
+and rows change between calls, and its views kept per row count; the buffer registry's fills
 (decode, prefill and eager registries, every kind of fill) and ``copy_slots``;
 the copies a registry keeps (one per set of slots) and the draft / draft-extend
 runners' (one per set of optional fields); the decode runner's replay views kept
 per captured size, and a runner's model context selecting its shared-expert
-layout only where another is selected; and (0014) each runner's replay kept
+layout only where another is selected; and (0013) each runner's replay kept
 per captured size against its general path on the same batches, and the
 batches and modes that keep the general path. Each tree runs it in the child pytest
 that runs the series' other upstream files (``test_registered23``: that tree
@@ -34,20 +33,15 @@ pytestmark = pytest.mark.base("v0.5.23")
 # class -> (its methods, whether it passes on v0.5.23 as released, CUDA only).
 # The registry's fills must come out the same on both trees.
 CASES = {
-    "TestSmallCopy": (
+    "TestRowsCopy": (
         (
+            "test_views_and_copies",
             "test_sources_change_between_calls",
-            "test_sizes_and_strides_between_calls",
-            "test_refusals",
-            "test_launches",
-            "test_a_launcher_that_refuses_its_arguments",
-            "test_keeps_the_layouts_used_last",
-            "test_captured_in_a_graph",
+            "test_kept_views",
         ),
         False,
-        True,
+        False,
     ),
-    "TestRowsCopy": (("test_views_and_copies",), False, False),
     "TestRegistryFill": (
         (
             "test_fills",
@@ -61,7 +55,7 @@ CASES = {
     "TestKeptFillCopies": (
         (
             "test_one_per_slot_set",
-            "test_fast_path_keeps_the_copy",
+            "test_one_foreach_per_buffer_dtype",
             "test_slice_fn_takes_leading_rows",
         ),
         False,

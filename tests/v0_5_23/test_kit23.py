@@ -36,7 +36,7 @@ is the corrected one and the base tree's the kit as shipped:
   fails every one, at the verify eager leg's or the split-op forward's
   assert_close.
 - ``test_registered_kept_replay_built_by_init`` (CPU; on CUDA the upstream
-  file runs it): 0014's ``test_runner_kept_replay.py``, which skips without
+  file runs it): 0013's ``test_runner_kept_replay.py``, which skips without
   CUDA, run by ``scripts/kit_probe/run_kept_replay_cases.py`` with
   ``device="cpu"`` (graphs re-run eagerly, replacements 16, 27, 28; the
   backend's ``replayer`` is 16's, so this checks the runners' side, and
@@ -109,7 +109,7 @@ SHIPPED_AT = {
     "split_op": "split_op_runner.py:358:",  # the split forward against the reference
 }
 
-# 0014's TestKeptReplayBuiltByInit: its cases' runners, and what each lacks on
+# 0013's TestKeptReplayBuiltByInit: its cases' runners, and what each lacks on
 # v0.5.23 (the kept replay the class counts).
 KEPT = {
     "EAGLEDraftCudaGraphRunner": "_replay_kept_draft",
@@ -160,7 +160,7 @@ def kit_jobs(request) -> dict:
         for tree, path in trees.items():
             args = ([*cmd, "--tree", str(path)], len(REGISTERED), tree, environ)
             jobs["registered", tree] = Job(_rows, args, KIT_COST / 2)
-    # 0014's class of runners built by __init__: on CUDA the upstream file runs
+    # 0013's class of runners built by __init__: on CUDA the upstream file runs
     # it itself (test_registered23).
     kept_file = trees["patched"].parent / KEPT_PATH
     if device == "cpu" and kept_file.is_file():  # else the test fails, naming it
@@ -214,7 +214,7 @@ def test_registered_prefix_past_page(kit23, trees):
 
 
 def test_registered_kept_replay_built_by_init(kit23, trees, device):
-    """0014's upstream class of runners built by ``__init__`` (CUDA only
+    """0013's upstream class of runners built by ``__init__`` (CUDA only
     upstream), run on CPU by ``run_kept_replay_cases.py``: on the patched tree
     each runner replays its captured size through the kept replay and a padded
     one through the general path, each output the kit's eager one's; v0.5.23's

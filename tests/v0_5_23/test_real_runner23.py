@@ -185,7 +185,7 @@ def test_real_runners_equal_reference(runner23, tree, variant, mode, device, req
             "BreakableCudaGraphBackend" if breakable else "FullCudaGraphBackend"
         ), r
         assert r["debug_eager"] is breakable, r
-        # 0014's replay kept per captured size: every runner took it at some
+        # 0013's replay kept per captured size: every runner took it at some
         # unpadded size, but the debug breakable backend (which keeps none) and
         # the decode runners' two graphs per size (the general path's variants).
         decode = r["runner"].startswith("DecodeCudaGraphRunner")

@@ -12,7 +12,7 @@ one child, as each would spend most of its time importing the tree); the case
 groups below are then read off the children's reports, each named after the
 patch whose case it is (the input copies file's, PR 7's and PR 8's, are
 ``test_input_copies23``'s). The patched tree must pass every group; 0009's
-file (the kit's fix) and 0014's kit file skip without CUDA, so their groups
+file (the kit's fix) and 0013's kit file skip without CUDA, so their groups
 are GPU-only and on CPU their child need only exit clean (``test_kit23`` runs
 their case tables on CPU). On v0.5.23 as
 released the groups that check what the series changes must fail (strict
@@ -150,7 +150,7 @@ GROUPS = {
         True,
     ),
     # on CPU: test_kit23's test_registered_kept_replay_built_by_init
-    "0014_kept_replay_built_by_init": (
+    "0013_kept_replay_built_by_init": (
         "kept_replay",
         ("test_kept_at_a_captured_size",),
         False,
