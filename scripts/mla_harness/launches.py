@@ -6,8 +6,8 @@ in CI are the counts a GPU would see:
 - ``triton``: launches of ``@triton.jit`` kernels (``kernel[grid](...)``), by name,
   and on a GPU those through a compiled kernel's launcher (``DIRECT``);
 - ``torch``: aten ops that run a device kernel, i.e. not views and not bare
-  allocations (``empty``), on device tensors; a foreach op counts one (its
-  fast path's launch; a list it does not take is copied pair by pair);
+  allocations (``empty``), on device tensors; a foreach op as many as it
+  launches on a GPU (one on its fast path, else one per tensor);
 - ``graphs``: ``torch.cuda.CUDAGraph.replay`` calls (one launch each);
 - ``launches``: the three together: what the host launches;
 - ``syncs``: device-to-host reads (``.item()``, ``.tolist()``) of device tensors;
@@ -83,6 +83,24 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
 
 
+def _foreach_launches(args) -> int:
+    """The kernels a foreach op over ``args``' tensor lists launches on a GPU:
+    one where its fast path takes them (every tensor contiguous, on one device,
+    one dtype per list, each index's tensors of one shape and strides), else
+    one per index; none where every tensor is empty."""
+    lists = [a for a in args if isinstance(a, (list, tuple)) and _tensors(a)]
+    every = [t for tensors in lists for t in tensors]
+    if not every or all(t.numel() == 0 for t in every):
+        return 0
+    fast = (
+        len({t.device for t in every}) == 1
+        and all(len({t.dtype for t in tensors}) == 1 for tensors in lists)
+        and all(t.is_contiguous() for t in every)
+        and all(len({(t.shape, t.stride()) for t in at}) == 1 for at in zip(*lists, strict=True))
+    )
+    return 1 if fast else len(lists[0])
+
+
 class _OpCounter(TorchDispatchMode):
     def __init__(self, counts: Counts):
         super().__init__()
@@ -110,12 +128,11 @@ class _OpCounter(TorchDispatchMode):
         for t in fresh:
             self.counts.allocs += 1
             self.counts.alloc_bytes += t.untyped_storage().nbytes()
-        # An in-place foreach op returns nothing: a launch all the same.
-        if (
-            not func.is_view
-            and name not in ALLOCATION_ONLY
-            and (outputs or func._schema.is_mutable)
-        ):
+        if name.startswith("_foreach_"):  # in place, it returns nothing
+            launches = _foreach_launches(args)
+            if launches:
+                self.counts.torch[name] += launches
+        elif not func.is_view and name not in ALLOCATION_ONLY and outputs:
             self.counts.torch[name] += 1
         return out
 

@@ -37,6 +37,7 @@ CASES = {
         (
             "test_views_and_copies",
             "test_sources_change_between_calls",
+            "test_groups",
             "test_kept_views",
         ),
         False,
@@ -55,7 +56,7 @@ CASES = {
     "TestKeptFillCopies": (
         (
             "test_one_per_slot_set",
-            "test_one_foreach_per_buffer_dtype",
+            "test_one_foreach_per_dtype_pair",
             "test_slice_fn_takes_leading_rows",
         ),
         False,
