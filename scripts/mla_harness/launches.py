@@ -7,7 +7,7 @@ in CI are the counts a GPU would see:
   and on a GPU those through a compiled kernel's launcher (``DIRECT``);
 - ``torch``: aten ops that run a device kernel, i.e. not views and not bare
   allocations (``empty``), on device tensors; a foreach op as many as it
-  launches on a GPU (one on its fast path, else one per tensor);
+  launches on a GPU (one on PyTorch's fast route, else one per index);
 - ``graphs``: ``torch.cuda.CUDAGraph.replay`` calls (one launch each);
 - ``launches``: the three together: what the host launches;
 - ``syncs``: device-to-host reads (``.item()``, ``.tolist()``) of device tensors;
@@ -83,22 +83,43 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
 
 
-def _foreach_launches(args) -> int:
-    """The kernels a foreach op over ``args``' tensor lists launches on a GPU:
-    one where its fast path takes them (every tensor contiguous, on one device,
-    one dtype per list, each index's tensors of one shape and strides), else
-    one per index; none where every tensor is empty."""
+def _layout(t: torch.Tensor) -> tuple:
+    """(size, stride) of each dimension, size-1 ones aside (their strides do
+    not matter to PyTorch's foreach fast route)."""
+    return tuple((n, s) for n, s in zip(t.shape, t.stride(), strict=True) if n != 1)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: its strides, in order, are the products of
+    the sizes below them."""
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in _layout(t)):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _foreach_launches(name: str, args) -> int:
+    """The kernels foreach op ``name`` over ``args``' tensor lists launches on a
+    GPU: one where PyTorch's fast route takes the lists (every tensor dense
+    and on one device, one dtype per list, across the lists too but for
+    ``_foreach_copy_``, each index's tensors of one shape and strides, size-1
+    dimensions aside), else one per index whose tensors are not all empty."""
     lists = [a for a in args if isinstance(a, (list, tuple)) and _tensors(a)]
-    every = [t for tensors in lists for t in tensors]
-    if not every or all(t.numel() == 0 for t in every):
+    pairs = [at for at in zip(*lists, strict=True) if any(t.numel() for t in at)]
+    if not pairs:
         return 0
+    every = [t for tensors in lists for t in tensors]
+    dtypes = [{t.dtype for t in tensors} for tensors in lists]
     fast = (
-        len({t.device for t in every}) == 1
-        and all(len({t.dtype for t in tensors}) == 1 for tensors in lists)
-        and all(t.is_contiguous() for t in every)
-        and all(len({(t.shape, t.stride()) for t in at}) == 1 for at in zip(*lists, strict=True))
+        len({(t.device, _is_device(t)) for t in every}) == 1
+        and all(len(d) == 1 for d in dtypes)
+        and (name == "_foreach_copy_" or len(set.union(*dtypes)) == 1)
+        and all(_dense(t) for t in every)
+        and all(len({_layout(t) for t in at}) == 1 for at in zip(*lists, strict=True))
     )
-    return 1 if fast else len(lists[0])
+    return 1 if fast else len(pairs)
 
 
 class _OpCounter(TorchDispatchMode):
@@ -128,8 +149,8 @@ class _OpCounter(TorchDispatchMode):
         for t in fresh:
             self.counts.allocs += 1
             self.counts.alloc_bytes += t.untyped_storage().nbytes()
-        if name.startswith("_foreach_"):  # in place, it returns nothing
-            launches = _foreach_launches(args)
+        if name.startswith("_foreach_"):  # in place ones return nothing
+            launches = _foreach_launches(name, args)
             if launches:
                 self.counts.torch[name] += launches
         elif not func.is_view and name not in ALLOCATION_ONLY and outputs:
