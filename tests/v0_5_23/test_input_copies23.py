@@ -2,9 +2,10 @@
 
 The queue's ``[perf] cuda graph runners`` patch adds ``test/registered/
 model_executor/test_cuda_graph_input_copies.py`` to SGLang: the grouped copy
-into the leading rows of fixed buffers (``RowsCopy``, one foreach per buffer
-dtype) against ``Tensor.copy_`` over sources whose addresses, strides, dtypes
-and rows change between calls, and its views kept per row count; the buffer registry's fills
+into the leading rows of fixed buffers (``RowsCopy``, one foreach per
+(buffer, source) dtype pair) against ``Tensor.copy_`` over sources whose
+addresses, strides, dtypes and rows change between calls, its groups and its
+kept views; the buffer registry's fills
 (decode, prefill and eager registries, every kind of fill) and ``copy_slots``;
 the copies a registry keeps (one per set of slots) and the draft / draft-extend
 runners' (one per set of optional fields); the decode runner's replay views kept
