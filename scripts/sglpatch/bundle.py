@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import io
+import lzma
 import re
 import shutil
 import tarfile
@@ -19,7 +19,7 @@ from sglpatch.layout import Layout
 from sglpatch.pin import Pin, load_pin
 from sglpatch.pipfetch import Wheel, WheelTarget, fetch
 from sglpatch.queue import BRANCH, require_current
-from sglpatch.unbundle import BASE_FILE, DELETED_FILE
+from sglpatch.unbundle import BASE_FILE, BASE_LAYER, DELETED_FILE, PATCHED_LAYER
 
 LIMIT_BYTES = 60 * 1024 * 1024
 GPU_TARGET = WheelTarget(
@@ -32,9 +32,9 @@ GPU_TARGET = WheelTarget(
 )
 INSTALLER = Path(__file__).with_name("install_bundle.sh")
 # The patched tree is shipped as the files the series changes over the base tree
-# (a base's whole package is large: v0.5.23's is 35 MB as tar.gz), wherever they
-# are in the tree, and DELETED_FILE lists, one a line, the files it deletes;
-# unbundle.py unpacks them on the GPU host.
+# (a base's whole package is large: v0.5.23's is 23 MB as tar.xz, 35 MB as
+# tar.gz), wherever they are in the tree, and DELETED_FILE lists, one a line,
+# the files it deletes; unbundle.py unpacks them on the GPU host.
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 
@@ -96,10 +96,10 @@ def _fill(root: Path, layout: Layout, pin: Pin, wheels: list[Wheel]) -> None:
     git = Git(layout.sglang)
     mtime = int(dt.datetime.combine(pin.released, dt.time(), dt.UTC).timestamp())
     trees = root / "trees"
-    write_tree_tarball(git, pin.base_tag, trees / "base.tar.gz", mtime)
+    write_tree_tarball(git, pin.base_tag, trees / BASE_LAYER, mtime)
     changed, deleted = series_changes(git, pin.base_tag)
     patched = f"refs/heads/{BRANCH}"
-    write_tree_tarball(git, patched, trees / "patched.tar.gz", mtime, changed)
+    write_tree_tarball(git, patched, trees / PATCHED_LAYER, mtime, changed)
     (trees / DELETED_FILE).write_text("".join(f"{path}\n" for path in deleted))
     (root / BASE_FILE).write_text(f"{layout.name}\n")  # where install.sh unpacks the trees
     shutil.copyfile(INSTALLER, root / "install.sh")
@@ -130,13 +130,14 @@ def write_tree_tarball(
     git: Git, rev: str, out: Path, mtime: int, only: list[str] | None = None
 ) -> None:
     """``python/sglang`` of ``rev`` (or just the files ``only`` names), paths
-    relative to the tree's root, in a reproducible tar.gz."""
+    relative to the tree's root, in a reproducible tar.xz (xz, not gzip: the
+    whole bundle and the repository must fit a GPU host's 64 MiB upload)."""
     paths = ["python/sglang"] if only is None else only
     tar = git.run("archive", "--format=tar", rev, *paths).stdout if paths else _empty_tar()
     stream = io.BytesIO(tar)
     with tarfile.open(fileobj=stream, mode="r:") as source:
         members = [(m, source.extractfile(m) if m.isfile() else None) for m in source]
-        with out.open("wb") as raw, gzip.GzipFile("", "wb", 6, raw, mtime=0) as packed:
+        with lzma.open(out, "wb", preset=6) as packed:
             with tarfile.open(fileobj=packed, mode="w:", format=tarfile.PAX_FORMAT) as tar:
                 for member, data in members:
                     tar.addfile(_normalised(member, mtime), data)

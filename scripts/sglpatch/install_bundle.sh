@@ -8,8 +8,8 @@
 #      (sglpatch/unbundle.py): one that holds anything the bundle did not put
 #      there (an edit, a file of yours) is refused, naming it;
 #   2. installs the wheels into PIP_TARGET (default: build/gpu-site), offline;
-#   3. unpacks trees/base.tar.gz into $BUILD/<base>/base and, with
-#      trees/patched.tar.gz (every file the series adds or changes, wherever it
+#   3. unpacks trees/base.tar.xz into $BUILD/<base>/base and, with
+#      trees/patched.tar.xz (every file the series adds or changes, wherever it
 #      is) over it and the files of trees/patched.deleted removed, into
 #      $BUILD/<base>/sglang (sglpatch's Layout; <base> is the bundle's BASE file,
 #      BUILD defaults to build); a tree there that already is the bundle's is

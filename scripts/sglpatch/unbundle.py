@@ -1,8 +1,8 @@
 """The trees of an offline bundle, on the GPU host: checked, then unpacked.
 
 ``install.sh`` (the bundle's installer) calls ``check`` before it installs
-anything and ``unpack`` last. A bundle holds ``trees/base.tar.gz`` (the base
-tree: ``python/sglang/...``), ``trees/patched.tar.gz`` (every file the series
+anything and ``unpack`` last. A bundle holds ``trees/base.tar.xz`` (the base
+tree: ``python/sglang/...``), ``trees/patched.tar.xz`` (every file the series
 adds or changes, wherever it is in the tree: ``python/...``, ``test/...``) and
 ``trees/patched.deleted`` (the files it deletes, one a line); paths are
 relative to a tree's root, ``build/<base>/base`` and ``build/<base>/sglang``
@@ -31,8 +31,10 @@ from sglpatch.layout import Layout
 BASE_FILE = "BASE"
 DELETED_FILE = "patched.deleted"
 TREES = "trees"
+# The trees' layers, xz-compressed tar archives.
+BASE_LAYER, PATCHED_LAYER = "base.tar.xz", "patched.tar.xz"
 # The parts of a bundle install.sh reads, besides the wheels.
-PARTS = (BASE_FILE, f"{TREES}/base.tar.gz", f"{TREES}/patched.tar.gz", f"{TREES}/{DELETED_FILE}")
+PARTS = (BASE_FILE, f"{TREES}/{BASE_LAYER}", f"{TREES}/{PATCHED_LAYER}", f"{TREES}/{DELETED_FILE}")
 # In a tree's root: what the last install put there, as ``sha256  path`` lines.
 RECORD = ".sglpatch-bundle.sha256"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -69,8 +71,8 @@ def check(bundle: Path, build: str) -> list[Tree]:
     layout = _layout(bundle, build)
     deleted = _deleted(bundle)
     trees = [
-        _tree(bundle, "base", layout.base, ("base.tar.gz",), []),
-        _tree(bundle, "patched", layout.sglang, ("base.tar.gz", "patched.tar.gz"), deleted),
+        _tree(bundle, "base", layout.base, (BASE_LAYER,), []),
+        _tree(bundle, "patched", layout.sglang, (BASE_LAYER, PATCHED_LAYER), deleted),
     ]
     found = [f"{tree.root}: {listed}" for tree in trees if (listed := _foreign_work(tree))]
     if found:
@@ -132,7 +134,7 @@ def _tree(bundle: Path, name: str, root: Path, layers: tuple[str, ...], deleted:
                         data = archive.extractfile(member).read()
                         files[member.name] = hashlib.sha256(data).hexdigest()
         except (tarfile.TarError, EOFError, OSError) as exc:
-            raise UserError(f"{TREES}/{layer} is not a tar.gz archive ({exc})") from None
+            raise UserError(f"{TREES}/{layer} is not a tar archive ({exc})") from None
     for path in deleted:
         files.pop(path, None)
     return Tree(name, root, layers, files)

@@ -82,12 +82,12 @@ def test_bundle_layout_and_determinism(built: Layout):
     assert names == [
         "BASE",
         "install.sh",
-        "trees/base.tar.gz",
+        "trees/base.tar.xz",
         "trees/patched.deleted",
-        "trees/patched.tar.gz",
+        "trees/patched.tar.xz",
         "wheels/demo_pkg-1.0-py3-none-any.whl",
     ]
-    with tarfile.open(bundle / "trees" / "patched.tar.gz") as archive:
+    with tarfile.open(bundle / "trees" / "patched.tar.xz") as archive:
         members = archive.getmembers()
     assert all(m.name.startswith("python") and m.uid == 0 and m.uname == "" for m in members)
     # the patched tree ships as the series' files over the base tree
@@ -133,11 +133,11 @@ def test_install_sh_refuses_a_damaged_bundle(bundle: Path, tmp_path: Path):
 @pytest.mark.bad_input
 def test_install_sh_refuses_unsafe_tar_entries(bundle: Path, tmp_path: Path):
     evil = io.BytesIO()
-    with tarfile.open(fileobj=evil, mode="w:gz") as archive:
+    with tarfile.open(fileobj=evil, mode="w:xz") as archive:
         info = tarfile.TarInfo("../../escape.txt")
         info.size = 1
         archive.addfile(info, io.BytesIO(b"x"))
-    (bundle / "trees" / "base.tar.gz").write_bytes(evil.getvalue())
+    (bundle / "trees" / "base.tar.xz").write_bytes(evil.getvalue())
     write_manifest(bundle)
     proc = _install(bundle, tmp_path / "host")
     assert "unsafe entry '../../escape.txt'" in _refused(proc, tmp_path / "host")
@@ -171,10 +171,10 @@ def test_bundle_needs_a_build_tree(workspace: Workspace):
 
 def _tar_with(bundle: Path, name: str) -> None:
     """Add an entry ``name`` to the bundle's patched tree (and re-sign the manifest)."""
-    path = bundle / "trees" / "patched.tar.gz"
+    path = bundle / "trees" / "patched.tar.xz"
     with tarfile.open(path) as archive:
         members = [(m, archive.extractfile(m).read() if m.isfile() else None) for m in archive]
-    with tarfile.open(path, "w:gz") as archive:
+    with tarfile.open(path, "w:xz") as archive:
         for member, data in members:
             archive.addfile(member, io.BytesIO(data) if data is not None else None)
         info = tarfile.TarInfo(name)
@@ -191,7 +191,7 @@ def test_install_sh_refuses_a_dot_dot_entry_under_sglang_before_installing(
     wheels were installed and the base tree unpacked."""
     _tar_with(bundle, "sglang/../../x")
     error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
-    assert "unsafe entry 'sglang/../../x' in patched.tar.gz" in error
+    assert "unsafe entry 'sglang/../../x' in patched.tar.xz" in error
 
 
 @pytest.mark.bad_input
@@ -218,7 +218,7 @@ def test_install_sh_refuses_a_bad_base(bundle: Path, tmp_path: Path, name: str):
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("part", ["BASE", "trees/patched.deleted", "trees/base.tar.gz"])
+@pytest.mark.parametrize("part", ["BASE", "trees/patched.deleted", "trees/base.tar.xz"])
 def test_install_sh_refuses_a_bundle_missing_a_part(bundle: Path, tmp_path: Path, part: str):
     """BASE deleted and the manifest re-made: a traceback; now one line."""
     (bundle / part).unlink()
@@ -311,10 +311,10 @@ def test_install_sh_keeps_work_in_its_own_trees(bundle: Path, tmp_path: Path):
     # a newer bundle: the series' target changed
     newer = tmp_path / "newer"
     shutil.copytree(bundle, newer)
-    path = newer / "trees" / "patched.tar.gz"
+    path = newer / "trees" / "patched.tar.xz"
     with tarfile.open(path) as archive:
         members = [(m, archive.extractfile(m).read() if m.isfile() else None) for m in archive]
-    with tarfile.open(path, "w:gz") as archive:
+    with tarfile.open(path, "w:xz") as archive:
         for member, data in members:
             if member.name == TARGET:
                 data += b"# the newer series\n"
