@@ -4,14 +4,14 @@
 # STEP=bench: the benchmark, ROUNDS (5) rounds, packed every 20 s, on whichever card
 # came (times.txt names it). STEP=rest: the missing processes (--resume), then
 # the GPU tests, two processes at once. STEP=tests: the tests only. H200=1:
-# exit 3 at once on another card.
+# exit 3 on another card, after the install.
 set -u
-card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-case ${H200:-0}:$card in 1:*H200*|0:*) ;; *) echo "not an H200: $card"; exit 3 ;; esac
 date -u +%FT%T >> "$OUT/times.txt"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/times.txt"
 [ -d /tmp/site23 ] || bash build/v0.5.23/bundle/install.sh /tmp/site23 > "$OUT/install.log" 2>&1
 echo "install rc $?" >> "$OUT/times.txt"
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+case ${H200:-0}:$card in 1:*H200*|0:*) ;; *) echo "not an H200: $card"; exit 3 ;; esac
 export PYTHONPATH=scripts:/tmp/site23
 step=${STEP:-bench}
 bench() {
