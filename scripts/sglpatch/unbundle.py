@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +28,11 @@ from pathlib import Path
 
 from sglpatch.errors import UserError
 from sglpatch.layout import Layout
+
+try:
+    import lzma
+except ImportError:  # a Python built without liblzma
+    lzma = None
 
 BASE_FILE = "BASE"
 DELETED_FILE = "patched.deleted"
@@ -67,6 +73,12 @@ def check(bundle: Path, build: str) -> list[Tree]:
         raise UserError(
             f"{bundle} lacks {', '.join(missing)}: it is not a whole bundle made by"
             " `make bundle`; make it again: nothing was installed"
+        )
+    if lzma is None:
+        raise UserError(
+            f"{sys.executable} has no lzma module, which the bundle's xz trees need: run"
+            " install.sh with PYTHON=<a python3 where `import lzma` works>; nothing was"
+            " installed"
         )
     layout = _layout(bundle, build)
     deleted = _deleted(bundle)
@@ -124,7 +136,7 @@ def _tree(bundle: Path, name: str, root: Path, layers: tuple[str, ...], deleted:
     files: dict[str, str] = {}
     for layer in layers:
         try:
-            with tarfile.open(bundle / TREES / layer) as archive:
+            with tarfile.open(bundle / TREES / layer, "r:xz") as archive:
                 for member in archive:
                     if unsafe(member.name) or not (member.isfile() or member.isdir()):
                         raise UserError(
@@ -133,8 +145,14 @@ def _tree(bundle: Path, name: str, root: Path, layers: tuple[str, ...], deleted:
                     if member.isfile():
                         data = archive.extractfile(member).read()
                         files[member.name] = hashlib.sha256(data).hexdigest()
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise UserError(f"{TREES}/{layer} is not a tar archive ({exc})") from None
+                # The rest of the stream too: xz checks its data at the end.
+                while archive.fileobj.read(1 << 20):
+                    pass
+        except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as exc:
+            raise UserError(
+                f"{TREES}/{layer} is damaged or not an xz tar archive ({exc}): make the"
+                " bundle again; nothing was installed"
+            ) from None
     for path in deleted:
         files.pop(path, None)
     return Tree(name, root, layers, files)
@@ -223,7 +241,7 @@ def unpack(bundle: Path, tree: Tree) -> str:
     try:
         new = staging / "new"
         for layer in tree.layers:
-            with tarfile.open(bundle / TREES / layer) as archive:
+            with tarfile.open(bundle / TREES / layer, "r:xz") as archive:
                 archive.extractall(new, filter="data")  # checked above; a second guard
         for name in _deleted(bundle) if tree.name == "patched" else []:
             (new / name).unlink(missing_ok=True)

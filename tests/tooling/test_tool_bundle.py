@@ -24,8 +24,10 @@ from sgltest import (
     run,
 )
 
+from sglpatch import bundle as bundle_module
 from sglpatch import unbundle
 from sglpatch.bundle import assemble, write_manifest
+from sglpatch.errors import UserError
 from sglpatch.layout import Layout
 
 NEW_FILE = "sglang/srt/layers/attention/sglpatch_note.py"
@@ -49,15 +51,19 @@ def bundle(built: Layout, tmp_path: Path) -> Path:
 
 
 def _install(
-    bundle: Path, host: Path, root: bool = True, build: Path | None = None
+    bundle: Path,
+    host: Path,
+    root: bool = True,
+    build: Path | None = None,
+    python: str = sys.executable,
 ) -> subprocess.CompletedProcess:
     """Run install.sh in ``host``, a repository root (its scripts/) unless not
-    ``root``, into ``build`` (BUILD; default: host/build)."""
+    ``root``, into ``build`` (BUILD; default: host/build), with ``python``."""
     host.mkdir(exist_ok=True)
     if root and not (host / "scripts").exists():
         (host / "scripts").symlink_to(SCRIPTS)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BUILD")}
-    env["PYTHON"] = sys.executable
+    env["PYTHON"] = python
     if build is not None:
         env["BUILD"] = str(build)
     return run(["bash", str(bundle / "install.sh"), "site"], cwd=host, env=env)
@@ -93,8 +99,24 @@ def test_bundle_layout_and_determinism(built: Layout):
     # the patched tree ships as the series' files over the base tree
     assert {m.name for m in members if m.isfile()} == {f"python/{NEW_FILE}", TARGET}
     assert (bundle / "trees" / "patched.deleted").read_text() == ""
+    for layer in ("base.tar.xz", "patched.tar.xz"):
+        assert (bundle / "trees" / layer).read_bytes()[:6] == b"\xfd7zXZ\x00"
     assemble(built, PIN, [demo_wheel(built.build.parent)])
     assert (bundle / "MANIFEST.sha256").read_text() == manifest
+
+
+@pytest.mark.bad_input
+def test_a_bundle_over_the_limit_is_refused_and_the_last_one_kept(
+    built: Layout, monkeypatch: pytest.MonkeyPatch
+):
+    """Past LIMIT_BYTES (what a GPU host takes a copy, less the repository) no
+    bundle is written, and the last one stays whole."""
+    manifest = (built.bundle / "MANIFEST.sha256").read_text()
+    monkeypatch.setattr(bundle_module, "LIMIT_BYTES", 1024)
+    with pytest.raises(UserError, match=r"bundle would be .* MiB, over the 0.0 MiB limit"):
+        assemble(built, PIN, [demo_wheel(built.build.parent)])
+    assert (built.bundle / "MANIFEST.sha256").read_text() == manifest
+    assert sorted(p.name for p in built.bundle.parent.iterdir() if "bundle" in p.name) == ["bundle"]
 
 
 def test_install_sh_unpacks_trees_and_wheels(built: Layout, bundle: Path, tmp_path: Path):
@@ -225,6 +247,48 @@ def test_install_sh_refuses_a_bundle_missing_a_part(bundle: Path, tmp_path: Path
     write_manifest(bundle)
     error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
     assert f"{bundle} lacks {part}: it is not a whole bundle" in error
+
+
+def _gzip_tar(path: Path) -> bytes:
+    """``path``'s tar (an xz layer) as a gzip tar."""
+    packed = io.BytesIO()
+    with tarfile.open(path) as source, tarfile.open(fileobj=packed, mode="w:gz") as out:
+        for member in source:
+            out.addfile(member, source.extractfile(member) if member.isfile() else None)
+    return packed.getvalue()
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("damage", ["a byte flipped", "cut short", "gzip"])
+def test_install_sh_refuses_a_damaged_tree_layer(bundle: Path, tmp_path: Path, damage: str):
+    """A layer damaged and the manifest re-made (a bundle made badly): one line,
+    also where only xz's check at the stream's end sees it (cut short)."""
+    layer = bundle / "trees" / "base.tar.xz"
+    data = bytearray(layer.read_bytes())
+    if damage == "a byte flipped":
+        data[len(data) // 2] ^= 0xFF
+    elif damage == "cut short":
+        del data[-10:]
+    else:
+        data = bytearray(_gzip_tar(layer))
+    layer.write_bytes(bytes(data))
+    write_manifest(bundle)
+    error = _refused(_install(bundle, tmp_path / "host"), tmp_path / "host")
+    assert "trees/base.tar.xz is damaged or not an xz tar archive" in error
+
+
+@pytest.mark.bad_input
+def test_install_sh_refuses_a_python_without_lzma(bundle: Path, tmp_path: Path):
+    """A Python built without liblzma cannot read the trees: said, not blamed on
+    the bundle."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\n\nsys.modules['lzma'] = None\n")
+    python = tmp_path / "python-without-lzma"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={hide} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    error = _refused(_install(bundle, tmp_path / "host", python=str(python)), tmp_path / "host")
+    assert "has no lzma module, which the bundle's xz trees need" in error
 
 
 @pytest.fixture
