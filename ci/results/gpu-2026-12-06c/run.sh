@@ -1,0 +1,26 @@
+# The series as main carries it (13 patches): on an H200, the runner benchmark
+# (STEP=bench, then STEP=rest: --resume and the GPU tests, as
+# ../gpu-2026-12-06-revision/run.sh runs them); on any other card, PROBE=lines
+# (05j's statement profile of the kept replays, twice: sizes 1,32,64 then
+# 64,32,1) or PROBE=waits (wait_probe.py, twice), then exit 3. build/v0.5.23/bundle and build/v0.5.23/without-last carried.
+set -u
+date -u +%FT%T >> "$OUT/times.txt"
+nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/times.txt"
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+case $card in
+  *H200*) H200=1 STEP=${STEP:-bench} exec bash ci/results/gpu-2026-12-06-revision/run.sh ;;
+esac
+[ -d /tmp/site23 ] || bash build/v0.5.23/bundle/install.sh /tmp/site23 > "$OUT/install.log" 2>&1
+echo "install rc $? $(date -u +%T)" >> "$OUT/times.txt"
+export PYTHONPATH=scripts:/tmp/site23
+case ${PROBE:-lines} in
+  lines) script=ci/results/h100-2026-12-05j-kept-lines/kept_lines.py; runs="1,32,64 64,32,1" ;;
+  waits) script=ci/results/gpu-2026-12-06c/wait_probe.py; runs="1 2" ;;
+esac
+n=0
+for sizes in $runs; do
+  n=$((n + 1))
+  KEPT_SIZES=$sizes taskset -c 14,15 python3 $script build/v0.5.23/sglang/python > "$OUT/${PROBE:-lines}$n.txt" 2>&1
+  echo "${PROBE:-lines}$n rc $? $(date -u +%T)" >> "$OUT/times.txt"
+done
+exit 3
