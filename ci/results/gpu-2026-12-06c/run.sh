@@ -2,7 +2,7 @@
 # (STEP=bench, then STEP=rest: --resume and the GPU tests, as
 # ../gpu-2026-12-06-revision/run.sh runs them); on any other card, PROBE=lines
 # (05j's statement profile of the kept replays, twice: sizes 1,32,64 then
-# 64,32,1) or PROBE=waits (wait_probe.py, twice), then exit 3. build/v0.5.23/bundle and build/v0.5.23/without-last carried.
+# 64,32,1) or PROBE=waits (wait_probe.py, twice), then exit 3 (PROBE=none: at once). build/v0.5.23/bundle and build/v0.5.23/without-last carried.
 set -u
 date -u +%FT%T >> "$OUT/times.txt"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/times.txt"
@@ -10,6 +10,7 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 case $card in
   *H200*) H200=1 STEP=${STEP:-bench} exec bash ci/results/gpu-2026-12-06-revision/run.sh ;;
 esac
+[ "${PROBE:-lines}" = none ] && exit 3
 [ -d /tmp/site23 ] || bash build/v0.5.23/bundle/install.sh /tmp/site23 > "$OUT/install.log" 2>&1
 echo "install rc $? $(date -u +%T)" >> "$OUT/times.txt"
 export PYTHONPATH=scripts:/tmp/site23
