@@ -26,8 +26,11 @@ sys.path.insert(0, "scripts")
 from mla_harness import runner_check  # noqa: E402
 
 SIZES = (1, 32, 64) if DEVICE == "cuda" else (1, 2)
-WAITS = (0, 500, 2000, 8000, "8000 polled")
-CALLS = 300 if DEVICE == "cuda" else 5
+WAITS = tuple(
+    w if w.endswith("polled") else int(w)
+    for w in os.environ.get("WAITS", "0,500,2000,8000,8000 polled").split(",")
+)
+CALLS = int(os.environ.get("CALLS", 300)) if DEVICE == "cuda" else 2 * len(WAITS)
 WARM = 12 if DEVICE == "cuda" else 0
 
 
