@@ -3,7 +3,8 @@
 # ../gpu-2026-12-06-revision/run.sh runs them); on any other card, PROBE=lines
 # (05j's statement profile of the kept replays, twice: sizes 1,32,64 then
 # 64,32,1) or PROBE=waits (wait_probe.py, twice) or PROBE=trees (wait_probe.py over
-# v0.5.23 and the queue), then exit 3 (PROBE=none: at once). build/v0.5.23/bundle and build/v0.5.23/without-last carried.
+# v0.5.23 and the queue) or PROBE=calls (call_probe.py, 3 times, no install),
+# then exit 3 (PROBE=none: at once). build/v0.5.23/bundle and build/v0.5.23/without-last carried.
 set -u
 date -u +%FT%T >> "$OUT/times.txt"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >> "$OUT/times.txt"
@@ -12,6 +13,13 @@ case $card in
   *H200*) H200=1 STEP=${STEP:-bench} exec bash ci/results/gpu-2026-12-06-revision/run.sh ;;
 esac
 [ "${PROBE:-lines}" = none ] && exit 3
+if [ "${PROBE:-lines}" = calls ]; then
+  for n in 1 2 3; do
+    taskset -c 14,15 python3 ci/results/gpu-2026-12-06c/call_probe.py > "$OUT/calls$n.txt" 2>&1
+    echo "calls$n rc $? $(date -u +%T)" >> "$OUT/times.txt"
+  done
+  exit 3
+fi
 [ -d /tmp/site23 ] || bash build/v0.5.23/bundle/install.sh /tmp/site23 > "$OUT/install.log" 2>&1
 echo "install rc $? $(date -u +%T)" >> "$OUT/times.txt"
 export PYTHONPATH=scripts:/tmp/site23
