@@ -1,5 +1,5 @@
 """Which CUDA calls run slower after the host waited for the GPU? python3
-ci/results/gpu-2026-12-06c/call_probe.py (CUDA; torch only, no SGLang).
+ci/results/h100-2026-12-06c-waits/call_probe.py (CUDA; torch only, no SGLang).
 
 After the GPU was kept busy for a nominal WAIT µs (torch.cuda._sleep) and
 synchronized, the host times, in this order: a small in-place add (the first

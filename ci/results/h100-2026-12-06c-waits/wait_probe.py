@@ -1,5 +1,5 @@
 """Does the host run slower after waiting longer for the GPU? From the
-repository root: python3 ci/results/gpu-2026-12-06c/wait_probe.py TREE (TREE:
+repository root: python3 ci/results/h100-2026-12-06c-waits/wait_probe.py TREE (TREE:
 the python/ root holding sglang; CUDA, or FLOOR_DEVICE=cpu for a dry run).
 
 runner_check's setup 0 at bs 1, 32 and 64; each runner's call (the draft's

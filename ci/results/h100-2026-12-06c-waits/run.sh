@@ -15,7 +15,7 @@ esac
 [ "${PROBE:-lines}" = none ] && exit 3
 if [ "${PROBE:-lines}" = calls ]; then
   for n in 1 2 3; do
-    taskset -c 14,15 python3 ci/results/gpu-2026-12-06c/call_probe.py > "$OUT/calls$n.txt" 2>&1
+    taskset -c 14,15 python3 ci/results/h100-2026-12-06c-waits/call_probe.py > "$OUT/calls$n.txt" 2>&1
     echo "calls$n rc $? $(date -u +%T)" >> "$OUT/times.txt"
   done
   exit 3
@@ -25,14 +25,14 @@ echo "install rc $? $(date -u +%T)" >> "$OUT/times.txt"
 export PYTHONPATH=scripts:/tmp/site23
 case ${PROBE:-lines} in
   lines) script=ci/results/h100-2026-12-05j-kept-lines/kept_lines.py; runs="1,32,64 64,32,1" ;;
-  waits) script=ci/results/gpu-2026-12-06c/wait_probe.py; runs="1 2" ;;
+  waits) script=ci/results/h100-2026-12-06c-waits/wait_probe.py; runs="1 2" ;;
   trees)
     # wait_probe.py over v0.5.23 and the queue, alternating, 3 processes each.
     n=0
     for round in 1 2 3; do
       for tree in base sglang; do
         n=$((n + 1))
-        WAITS=0,2000,8000 CALLS=150 taskset -c 14,15 python3 ci/results/gpu-2026-12-06c/wait_probe.py build/v0.5.23/$tree/python > "$OUT/trees$n-$tree.txt" 2>&1
+        WAITS=0,2000,8000 CALLS=150 taskset -c 14,15 python3 ci/results/h100-2026-12-06c-waits/wait_probe.py build/v0.5.23/$tree/python > "$OUT/trees$n-$tree.txt" 2>&1
         echo "trees$n-$tree rc $? $(date -u +%T)" >> "$OUT/times.txt"
       done
     done
