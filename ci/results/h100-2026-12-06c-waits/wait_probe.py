@@ -7,8 +7,8 @@ execute, verify's load_batch and execute, the draft extend's execute) is
 timed alone, the GPU synchronized before it as in the benchmark's single
 calls, after the GPU was first kept busy for WAIT µs (torch.cuda._sleep; 0:
 nothing queued; "8000 polled": the host polls an event in a loop until the
-GPU is done, then synchronizes). The waits alternate call by call, so a drift of the host
-falls on all of them alike. Also timed the same way: a fixed piece of pure
+GPU is done, then synchronizes). The waits alternate iteration by
+iteration, so a drift of the host falls on all of them alike. Also timed the same way: a fixed piece of pure
 Python (no CUDA call) after each wait. Printed: per size and wait, the
 median µs of the iteration (the four calls summed) and of the Python piece,
 and the median µs the synchronize itself waited."""
